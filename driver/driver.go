@@ -1,0 +1,256 @@
+// Package driver is the contract between the leasehold client and a database
+// backend. It imports no database library: each backend (package postgres,
+// package sqlite) implements it, and the conformance suite in
+// driver/drivertest specifies its behaviour once for all of them.
+//
+// Every lease-bearing write a driver performs is a single conditional write:
+// the row changes only while the caller's fencing token is the job's current
+// token, the job is running, and its lease has not expired on the database
+// clock. All lease arithmetic uses the database clock, never the caller's.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// ErrNotFound is returned by single-row reads and updates when no row has the
+// given identifier.
+var ErrNotFound = errors.New("leasehold/driver: row not found")
+
+// ErrClosed is returned by an executor whose transaction has ended.
+var ErrClosed = errors.New("leasehold/driver: transaction closed")
+
+// Driver is a database backend. TTx is the backend's transaction type
+// (pgx.Tx, *sql.Tx) that users pass to the transactional client methods.
+type Driver[TTx any] interface {
+	// Name is a short lowercase name: "postgres", "sqlite".
+	Name() string
+	// GetExecutor returns an executor on the driver's pool. Each of its write
+	// methods is atomic on its own.
+	GetExecutor() Executor
+	// UnwrapExecutor returns an executor that runs inside the caller's
+	// transaction. It never commits or rolls back.
+	UnwrapExecutor(tx TTx) Executor
+	// Migrations returns the backend's schema migrations in version order.
+	Migrations() []Migration
+}
+
+// Notifier is implemented by drivers whose database can push a wake-up when
+// jobs become available (LISTEN/NOTIFY on Postgres). It is a hint: the client
+// polls as well.
+type Notifier interface {
+	// ListenInserts calls fn with the queue name whenever jobs are inserted as
+	// available into that queue, until ctx ends or the connection fails. It
+	// returns nil when ctx ends and an error otherwise; the caller retries.
+	// It must call ready once it is listening.
+	ListenInserts(ctx context.Context, ready func(), fn func(queue string)) error
+}
+
+// Migration is one numbered schema change, as plain SQL.
+type Migration struct {
+	// Version is the migration's number, starting at 1.
+	Version int
+	// Name describes it ("create_job_table").
+	Name string
+	// Up applies it.
+	Up string
+	// Down reverts it.
+	Down string
+}
+
+// Executor runs the queue's statements, either on a pool or inside a
+// transaction.
+type Executor interface {
+	// Begin starts a transaction (a nested one, as a savepoint, when the
+	// executor is already inside one). On SQLite the transaction takes the
+	// write lock at once (BEGIN IMMEDIATE).
+	Begin(ctx context.Context) (ExecutorTx, error)
+	// Exec runs SQL that returns no rows, possibly several statements.
+	Exec(ctx context.Context, sql string) error
+	// Now returns the database clock.
+	Now(ctx context.Context) (time.Time, error)
+
+	// JobInsertMany inserts jobs and returns them in input order. A job with a
+	// unique key is not inserted when a job with the same key exists in a
+	// state other than completed, discarded or cancelled; that job is returned
+	// instead, with UniqueSkipped set. This holds under concurrent inserts
+	// (a unique index, not a read-then-write). A job whose ScheduledAt is in
+	// the future on the database clock is inserted as scheduled, others as
+	// available. Drivers that implement Notifier notify each queue that got an
+	// available job (delivered at commit).
+	JobInsertMany(ctx context.Context, params []*JobInsertParams) ([]*JobInsertResult, error)
+	// JobInsertFast inserts jobs in bulk (COPY on Postgres) and returns the
+	// count. It does not take jobs with unique keys.
+	JobInsertFast(ctx context.Context, params []*JobInsertParams) (int, error)
+
+	// JobClaim leases up to Max claimable jobs of a queue in one atomic
+	// statement and returns them ordered by priority, scheduled time and ID.
+	// Claimable: state available, scheduled or retryable with ScheduledAt not
+	// after the database clock, not locked by a concurrent claimer. Each
+	// claimed job becomes running; its Attempt and LeaseToken grow by one;
+	// LeaseOwner is set; LeasedAt is now and LeaseUntil now plus its TTL (the
+	// job's own LeaseTTL, else KindLeaseTTL[kind], else DefaultLeaseTTL);
+	// heartbeat fields are reset; ExpiryPolicy is ExpiryStuck for StuckKinds
+	// and ExpiryRetry otherwise.
+	JobClaim(ctx context.Context, params *JobClaimParams) ([]*leasetype.JobRow, error)
+	// JobHeartbeat renews leases in one statement: each job whose token
+	// matches, that is running and whose lease has not expired gets
+	// LeaseUntil = now + TTL, HeartbeatAt = now and Heartbeats + 1. It returns
+	// the IDs renewed; a job missing from the result has lost its lease. It
+	// touches no indexed column.
+	JobHeartbeat(ctx context.Context, params *JobHeartbeatParams) ([]int64, error)
+	// JobFinish ends leases. For each item whose token matches, that is
+	// running and whose lease has not expired, it sets the new state and
+	// appends the attempt row, atomically. It returns the IDs written; an
+	// item missing from the result wrote nothing (its lease was lost).
+	JobFinish(ctx context.Context, params *JobFinishParams) ([]int64, error)
+	// JobExpire reclaims up to Limit running jobs whose lease expired on the
+	// database clock. Each one's Expiries grows by one; it becomes stuck when
+	// its ExpiryPolicy is stuck or Expiries reaches MaxExpiries (when > 0),
+	// else available with ScheduledAt now; an attempt row with outcome
+	// lease_expired is appended. Safe to run concurrently from many clients.
+	// Returns the rows after the change.
+	JobExpire(ctx context.Context, params *JobExpireParams) ([]*leasetype.JobRow, error)
+
+	// JobGet returns one job or ErrNotFound.
+	JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error)
+	// JobList returns jobs matching the filter, newest ID first.
+	JobList(ctx context.Context, params *JobListParams) ([]*leasetype.JobRow, error)
+	// JobAttempts returns the attempt history of a job, oldest first.
+	JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.AttemptRow, error)
+	// JobSetState moves a job that is not running from one of FromStates to
+	// State (an operator action: retry, cancel, discard, resolve). It returns
+	// the row after the call and whether it changed; ErrNotFound when the ID
+	// does not exist.
+	JobSetState(ctx context.Context, params *JobSetStateParams) (*leasetype.JobRow, bool, error)
+	// JobCountByState counts jobs per queue and state.
+	JobCountByState(ctx context.Context) ([]*QueueStateCount, error)
+
+	// MigrationApplied returns the applied migration versions in order,
+	// creating the bookkeeping table when missing.
+	MigrationApplied(ctx context.Context) ([]int, error)
+	// MigrationRecord marks a version applied (up) or removes it (down).
+	MigrationRecord(ctx context.Context, m Migration, up bool) error
+}
+
+// ExecutorTx is an Executor inside a transaction the driver started.
+type ExecutorTx interface {
+	Executor
+	// Commit commits the transaction.
+	Commit(ctx context.Context) error
+	// Rollback rolls it back; after Commit it is a no-op.
+	Rollback(ctx context.Context) error
+}
+
+// JobInsertParams is one job to insert.
+type JobInsertParams struct {
+	Kind        string
+	Queue       string
+	Priority    int
+	EncodedArgs []byte
+	// Metadata is a JSON object, never empty ("{}" at least).
+	Metadata    []byte
+	UniqueKey   string
+	MaxAttempts int
+	// LeaseTTL overrides the worker's lease duration for this job; zero keeps it.
+	LeaseTTL time.Duration
+	// ScheduledAt is when the job may first run; nil means now (database clock).
+	ScheduledAt *time.Time
+}
+
+// JobInsertResult is the outcome of inserting one job.
+type JobInsertResult struct {
+	// Job is the inserted job, or the existing one when UniqueSkipped.
+	Job *leasetype.JobRow
+	// UniqueSkipped is set when a job with the same unique key already existed.
+	UniqueSkipped bool
+}
+
+// JobClaimParams selects and leases jobs.
+type JobClaimParams struct {
+	Queue string
+	// Max is the most jobs to claim; at least 1.
+	Max int
+	// Owner identifies the claiming worker instance.
+	Owner           string
+	DefaultLeaseTTL time.Duration
+	KindLeaseTTL    map[string]time.Duration
+	StuckKinds      []string
+}
+
+// JobHeartbeatParams renews leases.
+type JobHeartbeatParams struct {
+	Leases []LeaseRenewal
+}
+
+// LeaseRenewal is one lease to renew.
+type LeaseRenewal struct {
+	ID    int64
+	Token int64
+	TTL   time.Duration
+}
+
+// JobFinishParams ends leases.
+type JobFinishParams struct {
+	Items []*JobFinish
+}
+
+// JobFinish ends one lease.
+type JobFinish struct {
+	ID    int64
+	Token int64
+	// State is the job's new state: completed, retryable, discarded,
+	// cancelled, available (released) or scheduled (snoozed).
+	State leasetype.JobState
+	// Outcome goes on the attempt row.
+	Outcome leasetype.AttemptOutcome
+	// ScheduledAt is the next run for retryable and scheduled; nil means now.
+	ScheduledAt *time.Time
+	// Error is recorded on the attempt row and, when not empty, as LastError.
+	Error string
+	// CountError adds one to Errors (handler errors and panics).
+	CountError bool
+}
+
+// JobExpireParams reclaims expired leases.
+type JobExpireParams struct {
+	Limit       int
+	MaxExpiries int
+}
+
+// JobListParams filters a job listing. Zero fields do not filter.
+type JobListParams struct {
+	States    []leasetype.JobState
+	Queue     string
+	Kind      string
+	UniqueKey string
+	// BeforeID pages: only jobs with a smaller ID.
+	BeforeID int64
+	// Limit is the most rows to return; zero means 100.
+	Limit int
+}
+
+// JobSetStateParams is an operator's state change.
+type JobSetStateParams struct {
+	ID         int64
+	FromStates []leasetype.JobState
+	State      leasetype.JobState
+	// ScheduledAt is set with the state when not nil (nil leaves it, except
+	// that available means now).
+	ScheduledAt *time.Time
+	// ResetErrors zeroes Errors and Expiries, so a retried job gets its full budget.
+	ResetErrors bool
+	// Note, when not empty, becomes LastError.
+	Note string
+}
+
+// QueueStateCount is a count of jobs in one queue and state.
+type QueueStateCount struct {
+	Queue string
+	State leasetype.JobState
+	Count int64
+}
