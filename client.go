@@ -1,0 +1,288 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/maintenance"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// Client inserts jobs and, when started with workers, works them. TTx is the
+// driver's transaction type (pgx.Tx for package postgres, *sql.Tx for
+// package sqlite), taken by the transactional methods.
+type Client[TTx any] struct {
+	*clientCore
+	driver driver.Driver[TTx]
+}
+
+// clientCore is the part of the client that does not depend on the
+// transaction type: the lease machinery.
+type clientCore struct {
+	cfg        *Config
+	exec       driver.Executor
+	notifier   driver.Notifier // nil when the driver cannot push wake-ups
+	logger     *slog.Logger
+	owner      string
+	workers    map[string]*workerEntry
+	kindTTL    map[string]time.Duration
+	stuckKinds []string
+	client     any // the *Client[TTx], for ClientFromContext
+
+	leases    *leaseSet
+	completer *completer
+	stats     statsCounters
+	producers map[string]*producer
+
+	mu       sync.Mutex // guards started and the run state below
+	started  bool
+	stopping atomic.Bool
+	// workCtx parents every handler's context; cancelWork interrupts them all.
+	workCtx    context.Context
+	cancelWork context.CancelCauseFunc
+	// claimCancel stops the producers, serviceCancel the other services.
+	claimCancel, serviceCancel context.CancelFunc
+	claimWG, serviceWG         sync.WaitGroup
+}
+
+// NewClient returns a client on d. config may be nil for an insert-only
+// client with defaults; it is copied, never changed.
+func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: driver is nil", ErrInvalidConfig)
+	}
+	cfg, err := config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	core := &clientCore{
+		cfg:       cfg,
+		exec:      d.GetExecutor(),
+		logger:    cfg.Logger,
+		owner:     ownerID(cfg.ID),
+		workers:   map[string]*workerEntry{},
+		kindTTL:   map[string]time.Duration{},
+		leases:    newLeaseSet(),
+		producers: map[string]*producer{},
+	}
+	if n, ok := any(d).(driver.Notifier); ok {
+		core.notifier = n
+	}
+	if cfg.Workers != nil {
+		for kind, e := range cfg.Workers.byKind {
+			core.workers[kind] = e
+			if e.opts.LeaseTTL > 0 {
+				core.kindTTL[kind] = e.opts.LeaseTTL
+			}
+			policy := e.opts.ExpiryPolicy
+			if policy == "" {
+				policy = cfg.ExpiryPolicy
+			}
+			if policy == leasetype.ExpiryStuck {
+				core.stuckKinds = append(core.stuckKinds, kind)
+			}
+		}
+		sort.Strings(core.stuckKinds)
+		for name, q := range cfg.Queues {
+			core.producers[name] = newProducer(name, q.MaxWorkers)
+		}
+	}
+	core.completer = newCompleter(core.exec, &sync.Mutex{}, cfg.CompleterMaxBatch, cfg.Logger)
+	c := &Client[TTx]{clientCore: core, driver: d}
+	core.client = c
+	return c, nil
+}
+
+// Driver returns the client's driver.
+func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.driver }
+
+// Owner returns the lease owner this client writes on the jobs it claims
+// ("host:pid:id").
+func (c *clientCore) Owner() string { return c.owner }
+
+// Stats returns the client's counters.
+func (c *clientCore) Stats() Stats { return c.stats.snapshot() }
+
+// Start begins working jobs: it starts a claim loop per queue, the
+// heartbeater, the completer, the stuck watcher and, when the database can
+// push them, insert notifications. Jobs run until Stop or StopAndCancel;
+// ctx only bounds start-up.
+func (c *clientCore) Start(ctx context.Context) error {
+	if len(c.workers) == 0 {
+		return ErrNoWorkers
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return ErrAlreadyStarted
+	}
+	if _, err := c.exec.Now(ctx); err != nil {
+		return fmt.Errorf("leasehold: start: reach database: %w", err)
+	}
+	c.started = true
+	c.stopping.Store(false)
+	c.workCtx, c.cancelWork = context.WithCancelCause(context.Background())
+
+	serviceCtx, serviceCancel := context.WithCancel(context.Background())
+	c.serviceCancel = serviceCancel
+	hb := &heartbeater{exec: c.exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats}
+	watcher := &maintenance.Watcher{
+		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
+		OnExpired: func(rows []*leasetype.JobRow) {
+			c.stats.expired.Add(int64(len(rows)))
+			for _, r := range rows {
+				if r.State == leasetype.JobStateAvailable {
+					c.wakeQueue(r.Queue)
+				}
+			}
+		},
+	}
+	c.goService(serviceCtx, hb.run)
+	c.goService(serviceCtx, c.completer.run)
+	c.goService(serviceCtx, watcher.Run)
+
+	claimCtx, claimCancel := context.WithCancel(context.Background())
+	c.claimCancel = claimCancel
+	if c.notifier != nil {
+		ready := make(chan struct{})
+		c.claimWG.Add(1)
+		go func() {
+			defer c.claimWG.Done()
+			c.listen(claimCtx, ready)
+		}()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			c.logger.Warn("leasehold: insert notifications not ready; polling meanwhile")
+		}
+	}
+	for _, p := range c.producers {
+		c.claimWG.Add(1)
+		go func() {
+			defer c.claimWG.Done()
+			p.run(claimCtx, c)
+		}()
+	}
+	return nil
+}
+
+func (c *clientCore) goService(ctx context.Context, run func(context.Context)) {
+	c.serviceWG.Add(1)
+	go func() {
+		defer c.serviceWG.Done()
+		run(ctx)
+	}()
+}
+
+// listen forwards the database's insert notifications to the producers,
+// reconnecting after failures, until ctx ends.
+func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
+	var once sync.Once
+	markReady := func() { once.Do(func() { close(ready) }) }
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.notifier.ListenInserts(ctx, func() {
+			markReady()
+			wait = 100 * time.Millisecond
+		}, c.wakeQueue)
+		if ctx.Err() != nil {
+			return
+		}
+		c.logger.Warn("leasehold: insert notifications lost; polling until reconnected", "error", err)
+		// Jobs inserted while not listening are found by the next claim.
+		for _, p := range c.producers {
+			p.wakeup()
+		}
+		sleepCtx(ctx, wait)
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// wakeQueue asks the queue's producer, if this client works the queue, to claim soon.
+func (c *clientCore) wakeQueue(queue string) {
+	if p := c.producers[queue]; p != nil {
+		p.wakeup()
+	}
+}
+
+// Stop stops the client gracefully: it stops claiming, waits for running
+// handlers to return and their outcomes to be written, then stops the
+// background services. If ctx ends first, the remaining handlers' contexts
+// are cancelled (cause ErrClientStopping), Stop waits for them to return,
+// and returns ctx's error. Jobs claimed but not yet started are released,
+// not failed.
+func (c *clientCore) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return ErrNotStarted
+	}
+	c.stopping.Store(true)
+	c.claimCancel()
+	c.claimWG.Wait()
+
+	drained := make(chan struct{})
+	go func() {
+		c.leases.wg.Wait()
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		c.cancelWork(ErrClientStopping)
+		<-drained
+	}
+	c.cancelWork(ErrClientStopping)
+	c.serviceCancel()
+	c.serviceWG.Wait()
+	c.started = false
+	if err != nil {
+		return fmt.Errorf("leasehold: stop: %w", err)
+	}
+	return nil
+}
+
+// StopAndCancel cancels every running handler's context at once (cause
+// ErrClientStopping) and then stops like Stop. Interrupted handlers' errors
+// are recorded as failed attempts and retried as usual.
+func (c *clientCore) StopAndCancel(ctx context.Context) error {
+	c.mu.Lock()
+	started := c.started
+	if started {
+		c.stopping.Store(true)
+		c.cancelWork(ErrClientStopping)
+	}
+	c.mu.Unlock()
+	if !started {
+		return ErrNotStarted
+	}
+	return c.Stop(ctx)
+}
+
+// coreContextKey holds the client running a handler.
+type coreContextKey struct{}
+
+// ClientFromContext returns the client running the handler whose context
+// this is, for CompleteTx and inserts from inside a handler. It returns an
+// error outside a handler or for the wrong transaction type.
+func ClientFromContext[TTx any](ctx context.Context) (*Client[TTx], error) {
+	core, _ := ctx.Value(coreContextKey{}).(*clientCore)
+	if core == nil {
+		return nil, errors.New("leasehold: no client in context (not inside a handler)")
+	}
+	c, ok := core.client.(*Client[TTx])
+	if !ok {
+		return nil, fmt.Errorf("leasehold: client in context has transaction type %T, not the one asked for", core.client)
+	}
+	return c, nil
+}

@@ -1,0 +1,215 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// Insert inserts one job. With a UniqueKey it is idempotent: while a job
+// with the key is unfinished, the existing job is returned with
+// UniqueSkipped set.
+func (c *Client[TTx]) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	return c.insertOne(ctx, c.exec, args, opts, true)
+}
+
+// InsertTx inserts one job inside the caller's transaction: it exists only
+// if the transaction commits, and becomes claimable then.
+func (c *Client[TTx]) InsertTx(ctx context.Context, tx TTx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	return c.insertOne(ctx, c.driver.UnwrapExecutor(tx), args, opts, false)
+}
+
+// InsertMany inserts jobs in one round trip and returns them in order.
+func (c *Client[TTx]) InsertMany(ctx context.Context, params []InsertManyParams) ([]*InsertResult, error) {
+	return c.insertMany(ctx, c.exec, params, true)
+}
+
+// InsertManyTx is InsertMany inside the caller's transaction.
+func (c *Client[TTx]) InsertManyTx(ctx context.Context, tx TTx, params []InsertManyParams) ([]*InsertResult, error) {
+	return c.insertMany(ctx, c.driver.UnwrapExecutor(tx), params, false)
+}
+
+// InsertManyFast inserts jobs in bulk (COPY on Postgres) and returns how many
+// it inserted, without returning the rows. Jobs may not have unique keys.
+func (c *Client[TTx]) InsertManyFast(ctx context.Context, params []InsertManyParams) (int, error) {
+	return c.insertFast(ctx, c.exec, params, true)
+}
+
+// InsertManyFastTx is InsertManyFast inside the caller's transaction.
+func (c *Client[TTx]) InsertManyFastTx(ctx context.Context, tx TTx, params []InsertManyParams) (int, error) {
+	return c.insertFast(ctx, c.driver.UnwrapExecutor(tx), params, false)
+}
+
+func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args JobArgs, opts *InsertOpts, wake bool) (*InsertResult, error) {
+	res, err := c.insertMany(ctx, exec, []InsertManyParams{{Args: args, InsertOpts: opts}}, wake)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) ([]*InsertResult, error) {
+	ps, err := c.buildInsertParams(params)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := exec.JobInsertMany(ctx, ps)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: insert jobs: %w", err)
+	}
+	out := make([]*InsertResult, len(rows))
+	for i, r := range rows {
+		out[i] = &InsertResult{Job: r.Job, UniqueSkipped: r.UniqueSkipped}
+		if wake && !r.UniqueSkipped && r.Job.State == leasetype.JobStateAvailable {
+			c.wakeQueue(r.Job.Queue)
+		}
+	}
+	return out, nil
+}
+
+func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) (int, error) {
+	ps, err := c.buildInsertParams(params)
+	if err != nil {
+		return 0, err
+	}
+	for i, p := range ps {
+		if p.UniqueKey != "" {
+			return 0, fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
+		}
+	}
+	n, err := exec.JobInsertFast(ctx, ps)
+	if err != nil {
+		return 0, fmt.Errorf("leasehold: insert jobs: %w", err)
+	}
+	if wake {
+		for _, p := range ps {
+			c.wakeQueue(p.Queue)
+		}
+	}
+	return n, nil
+}
+
+func (c *clientCore) buildInsertParams(params []InsertManyParams) ([]*driver.JobInsertParams, error) {
+	if len(params) == 0 {
+		return nil, fmt.Errorf("%w: no jobs to insert", ErrInvalidArgs)
+	}
+	out := make([]*driver.JobInsertParams, len(params))
+	for i, p := range params {
+		ip, err := c.buildInsert(p.Args, p.InsertOpts)
+		if err != nil {
+			if len(params) > 1 {
+				return nil, fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		out[i] = ip
+	}
+	return out, nil
+}
+
+// buildInsert validates a job and its options and encodes it. Options come
+// from, in order of precedence: opts, the args' own InsertOpts, the worker
+// registered for the kind on this client, the client's config.
+func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobInsertParams, error) {
+	if args == nil {
+		return nil, fmt.Errorf("%w: args are nil", ErrInvalidArgs)
+	}
+	kind := args.Kind()
+	if err := validateName("kind", kind); err != nil {
+		return nil, err
+	}
+	o := InsertOpts{}
+	if withOpts, ok := args.(JobArgsWithInsertOpts); ok {
+		o = withOpts.InsertOpts()
+	}
+	if opts != nil {
+		o = mergeInsertOpts(o, *opts)
+	}
+	if o.Queue == "" {
+		o.Queue = defaultQueue
+	}
+	if err := validateName("queue", o.Queue); err != nil {
+		return nil, err
+	}
+	if o.Priority == 0 {
+		o.Priority = 1
+	}
+	if o.Priority < 1 || o.Priority > 4 {
+		return nil, fmt.Errorf("%w: priority %d is outside 1 to 4", ErrInvalidArgs, o.Priority)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = c.cfg.MaxAttempts
+		if e := c.workers[kind]; e != nil && e.opts.MaxAttempts > 0 {
+			o.MaxAttempts = e.opts.MaxAttempts
+		}
+	}
+	if o.MaxAttempts < 1 {
+		return nil, fmt.Errorf("%w: max attempts %d is below 1", ErrInvalidArgs, o.MaxAttempts)
+	}
+	if o.LeaseTTL < 0 || o.LeaseTTL > 0 && o.LeaseTTL < minLeaseTTL {
+		return nil, fmt.Errorf("%w: lease TTL %s is below the minimum %s", ErrInvalidArgs, o.LeaseTTL, minLeaseTTL)
+	}
+	if err := validateUniqueKey(o.UniqueKey); err != nil {
+		return nil, err
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: marshal args of kind %q: %w", ErrInvalidArgs, kind, err)
+	}
+	if len(encoded) > c.cfg.MaxArgsBytes {
+		return nil, fmt.Errorf("%w: args of kind %q are %d bytes encoded (max %d)", ErrInvalidArgs, kind, len(encoded), c.cfg.MaxArgsBytes)
+	}
+	metadata := []byte("{}")
+	if len(o.Metadata) > 0 {
+		if metadata, err = json.Marshal(o.Metadata); err != nil {
+			return nil, fmt.Errorf("%w: marshal metadata: %w", ErrInvalidArgs, err)
+		}
+		if len(metadata) > c.cfg.MaxArgsBytes {
+			return nil, fmt.Errorf("%w: metadata is %d bytes encoded (max %d)", ErrInvalidArgs, len(metadata), c.cfg.MaxArgsBytes)
+		}
+	}
+	p := &driver.JobInsertParams{
+		Kind: kind, Queue: o.Queue, Priority: o.Priority, EncodedArgs: encoded, Metadata: metadata,
+		UniqueKey: o.UniqueKey, MaxAttempts: o.MaxAttempts, LeaseTTL: o.LeaseTTL,
+	}
+	if !o.ScheduledAt.IsZero() {
+		at := o.ScheduledAt.UTC()
+		p.ScheduledAt = &at
+	}
+	return p, nil
+}
+
+// mergeInsertOpts overlays the non-zero fields of over on base.
+func mergeInsertOpts(base, over InsertOpts) InsertOpts {
+	if over.Queue != "" {
+		base.Queue = over.Queue
+	}
+	if over.Priority != 0 {
+		base.Priority = over.Priority
+	}
+	if !over.ScheduledAt.IsZero() {
+		base.ScheduledAt = over.ScheduledAt
+	}
+	if over.MaxAttempts != 0 {
+		base.MaxAttempts = over.MaxAttempts
+	}
+	if over.LeaseTTL != 0 {
+		base.LeaseTTL = over.LeaseTTL
+	}
+	if over.UniqueKey != "" {
+		base.UniqueKey = over.UniqueKey
+	}
+	if len(over.Metadata) > 0 {
+		m := maps.Clone(base.Metadata)
+		if m == nil {
+			m = map[string]any{}
+		}
+		maps.Copy(m, over.Metadata)
+		base.Metadata = m
+	}
+	return base
+}

@@ -1,0 +1,197 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// CompleteTx completes a job inside the caller's transaction, fenced by the
+// job's lease token: the business writes in tx and the completion commit
+// together or not at all. It returns a *LeaseLostError, and writes nothing,
+// when the caller no longer holds the lease; the caller must then roll back.
+// Call it from the handler with the job it was given; the handler should
+// return nil after the commit.
+func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.JobRow) error {
+	if job == nil {
+		return fmt.Errorf("%w: job is nil", ErrInvalidArgs)
+	}
+	l := c.leases.get(job.ID, job.LeaseToken)
+	if l != nil {
+		// The completion locks the row until tx ends: stop renewing it, so
+		// the heartbeat statement never waits on the caller's transaction.
+		l.completing.Store(true)
+	}
+	written, err := c.driver.UnwrapExecutor(tx).JobFinish(ctx, &driver.JobFinishParams{Items: []*driver.JobFinish{{
+		ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted,
+	}}})
+	if err != nil {
+		if l != nil {
+			l.completing.Store(false)
+		}
+		return fmt.Errorf("leasehold: complete job %d: %w", job.ID, err)
+	}
+	if len(written) == 0 {
+		c.stats.fencedWrites.Add(1)
+		lle := &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the fencing token is no longer current or the lease expired"}
+		if l != nil && l.lose(lle.Reason) {
+			c.stats.leasesLost.Add(1)
+		}
+		return lle
+	}
+	return nil
+}
+
+// JobGet returns a job by ID, or ErrNotFound.
+func (c *clientCore) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	row, err := c.exec.JobGet(ctx, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: get job %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// JobListParams filters JobList. Zero fields do not filter.
+type JobListParams struct {
+	// States keeps jobs in any of these states.
+	States []leasetype.JobState
+	// Queue keeps jobs of this queue.
+	Queue string
+	// Kind keeps jobs of this kind.
+	Kind string
+	// UniqueKey keeps jobs with this unique key.
+	UniqueKey string
+	// BeforeID pages backwards: only jobs with a smaller ID.
+	BeforeID int64
+	// Limit is the most jobs returned, 1 to 10,000; default 100.
+	Limit int
+}
+
+// JobList lists jobs, newest first.
+func (c *clientCore) JobList(ctx context.Context, params *JobListParams) ([]*leasetype.JobRow, error) {
+	p := JobListParams{}
+	if params != nil {
+		p = *params
+	}
+	if p.Limit < 0 || p.Limit > 10000 {
+		return nil, fmt.Errorf("%w: limit %d is outside 1 to 10000", ErrInvalidArgs, p.Limit)
+	}
+	for _, s := range p.States {
+		if !s.Valid() {
+			return nil, fmt.Errorf("%w: unknown state %q", ErrInvalidArgs, s)
+		}
+	}
+	rows, err := c.exec.JobList(ctx, &driver.JobListParams{
+		States: p.States, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey, BeforeID: p.BeforeID, Limit: p.Limit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: list jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// JobAttempts returns a job's attempt history, oldest first: one row per
+// lease that has ended. A lease still held is on the job row.
+func (c *clientCore) JobAttempts(ctx context.Context, id int64) ([]*leasetype.AttemptRow, error) {
+	if _, err := c.JobGet(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := c.exec.JobAttempts(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: get attempts of job %d: %w", id, err)
+	}
+	return rows, nil
+}
+
+// JobRetry makes a job that is not running available now, with its error
+// and expiry counts reset: a discarded, cancelled, completed, stuck,
+// retryable or scheduled job runs again.
+func (c *clientCore) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	return c.setState(ctx, "retry", &driver.JobSetStateParams{
+		ID: id, State: leasetype.JobStateAvailable, ResetErrors: true,
+		FromStates: []leasetype.JobState{
+			leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateCompleted,
+			leasetype.JobStateDiscarded, leasetype.JobStateCancelled, leasetype.JobStateStuck,
+		},
+	})
+}
+
+// JobCancel cancels a job that is waiting (available, scheduled, retryable)
+// or stuck. A running job cannot be cancelled this way.
+func (c *clientCore) JobCancel(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	return c.setState(ctx, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
+}
+
+// JobDiscard discards a job that is waiting or stuck.
+func (c *clientCore) JobDiscard(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	return c.setState(ctx, "discard", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateDiscarded, FromStates: waitingOrStuck()})
+}
+
+// Resolution is how a stuck job is settled.
+type Resolution string
+
+// Resolutions of a stuck job.
+const (
+	// ResolveSucceeded: the work happened; the job becomes completed.
+	ResolveSucceeded Resolution = "succeeded"
+	// ResolveFailed: the work did not happen and must not; the job is discarded.
+	ResolveFailed Resolution = "failed"
+	// ResolveRetry: the work did not happen and may run; the job is available again.
+	ResolveRetry Resolution = "retry"
+)
+
+// ResolveStuck settles a stuck job after reconciliation; note says why and
+// is kept as the job's last error.
+func (c *clientCore) ResolveStuck(ctx context.Context, id int64, as Resolution, note string) (*leasetype.JobRow, error) {
+	p := &driver.JobSetStateParams{ID: id, FromStates: []leasetype.JobState{leasetype.JobStateStuck}, Note: note}
+	switch as {
+	case ResolveSucceeded:
+		p.State = leasetype.JobStateCompleted
+	case ResolveFailed:
+		p.State = leasetype.JobStateDiscarded
+	case ResolveRetry:
+		p.State, p.ResetErrors = leasetype.JobStateAvailable, true
+	default:
+		return nil, fmt.Errorf("%w: unknown resolution %q (want succeeded, failed or retry)", ErrInvalidArgs, as)
+	}
+	return c.setState(ctx, "resolve", p)
+}
+
+// QueueStateCount is the number of jobs in one queue and state.
+type QueueStateCount = driver.QueueStateCount
+
+// JobCounts counts jobs per queue and state.
+func (c *clientCore) JobCounts(ctx context.Context) ([]*QueueStateCount, error) {
+	counts, err := c.exec.JobCountByState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: count jobs: %w", err)
+	}
+	return counts, nil
+}
+
+func waitingOrStuck() []leasetype.JobState {
+	return []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}
+}
+
+func (c *clientCore) setState(ctx context.Context, action string, p *driver.JobSetStateParams) (*leasetype.JobRow, error) {
+	row, changed, err := c.exec.JobSetState(ctx, p)
+	if errors.Is(err, driver.ErrNotFound) {
+		return nil, fmt.Errorf("%w: id %d", ErrNotFound, p.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: %s job %d: %w", action, p.ID, err)
+	}
+	if !changed {
+		return row, fmt.Errorf("%w: cannot %s job %d: it is %s", ErrJobState, action, p.ID, row.State)
+	}
+	if row.State == leasetype.JobStateAvailable {
+		c.wakeQueue(row.Queue)
+	}
+	return row, nil
+}

@@ -1,0 +1,159 @@
+package leasehold
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// Config configures a Client. The zero value of every field means its
+// default; NewClient copies the config, fills the defaults and validates it,
+// and never changes the caller's value.
+type Config struct {
+	// ID names this client instance in lease owners ("host:pid:ID"); default
+	// a random 8-character hex string.
+	ID string
+	// Workers are the workers this client runs. Nil makes an insert-only client.
+	Workers *Workers
+	// Queues maps each queue this client works to its settings. Default,
+	// when Workers is set: {"default": {MaxWorkers: 100}}.
+	Queues map[string]QueueConfig
+
+	// LeaseTTL is the default lease duration; default 30 s. Leases are
+	// renewed every LeaseTTL/3 while a handler runs.
+	LeaseTTL time.Duration
+	// ExpiryPolicy is the default policy for expired leases; default retry.
+	ExpiryPolicy leasetype.ExpiryPolicy
+	// MaxExpiries moves a job to stuck after this many lease expiries even
+	// under the retry policy, so a job that crashes its worker every time
+	// does not loop forever; default 5. Negative means no limit.
+	MaxExpiries int
+	// MaxAttempts is the default bound on handler errors; default 25.
+	MaxAttempts int
+	// Retry is the default retry policy; default ExponentialBackoff{}.
+	Retry RetryPolicy
+	// MaxArgsBytes bounds the size of a job's encoded arguments and
+	// metadata; default 1 MiB.
+	MaxArgsBytes int
+
+	// PollInterval is how often each queue is polled when no wake-up
+	// arrives; default 1 s.
+	PollInterval time.Duration
+	// FetchCooldown is the least time between two claims of one queue, to
+	// gather freed capacity into one batch; default 2 ms.
+	FetchCooldown time.Duration
+	// WatcherInterval is how often expired leases are reclaimed; default 1 s.
+	WatcherInterval time.Duration
+	// CompleterMaxBatch bounds the completions written in one statement;
+	// default 1000.
+	CompleterMaxBatch int
+
+	// Logger receives the client's logs; default warnings and errors as text on stderr.
+	Logger *slog.Logger
+}
+
+// QueueConfig configures one queue on a client.
+type QueueConfig struct {
+	// MaxWorkers is the most jobs of the queue this client runs at once.
+	MaxWorkers int
+}
+
+// withDefaults returns a copy of c with defaults filled in, validated.
+func (c *Config) withDefaults() (*Config, error) {
+	out := Config{}
+	if c != nil {
+		out = *c
+	}
+	if out.ID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		out.ID = hex.EncodeToString(b[:])
+	}
+	if out.Queues == nil && out.Workers != nil {
+		out.Queues = map[string]QueueConfig{defaultQueue: {MaxWorkers: 100}}
+	}
+	queues := make(map[string]QueueConfig, len(out.Queues))
+	for name, q := range out.Queues {
+		queues[name] = q
+	}
+	out.Queues = queues
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&out.LeaseTTL, 30*time.Second)
+	def(&out.PollInterval, time.Second)
+	def(&out.FetchCooldown, 2*time.Millisecond)
+	def(&out.WatcherInterval, time.Second)
+	if out.ExpiryPolicy == "" {
+		out.ExpiryPolicy = leasetype.ExpiryRetry
+	}
+	if out.MaxExpiries == 0 {
+		out.MaxExpiries = 5
+	}
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = 25
+	}
+	if out.Retry == nil {
+		out.Retry = ExponentialBackoff{}
+	}
+	if out.MaxArgsBytes == 0 {
+		out.MaxArgsBytes = 1 << 20
+	}
+	if out.CompleterMaxBatch == 0 {
+		out.CompleterMaxBatch = 1000
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return &out, out.validate()
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	switch {
+	case len(c.ID) > 64:
+		return bad("ID is %d bytes long (max 64)", len(c.ID))
+	case c.LeaseTTL < minLeaseTTL:
+		return bad("LeaseTTL %s is below the minimum %s", c.LeaseTTL, minLeaseTTL)
+	case c.ExpiryPolicy != leasetype.ExpiryRetry && c.ExpiryPolicy != leasetype.ExpiryStuck:
+		return bad("unknown ExpiryPolicy %q (want retry or stuck)", c.ExpiryPolicy)
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts %d is below 1", c.MaxAttempts)
+	case c.MaxArgsBytes < 1:
+		return bad("MaxArgsBytes %d is below 1", c.MaxArgsBytes)
+	case c.PollInterval < 0 || c.FetchCooldown < 0 || c.WatcherInterval < 0:
+		return bad("intervals must not be negative")
+	case c.CompleterMaxBatch < 1:
+		return bad("CompleterMaxBatch %d is below 1", c.CompleterMaxBatch)
+	}
+	for name, q := range c.Queues {
+		if err := validateName("queue", name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		if q.MaxWorkers < 1 {
+			return bad("queue %q: MaxWorkers %d is below 1", name, q.MaxWorkers)
+		}
+	}
+	if c.Workers != nil && len(c.Queues) == 0 {
+		return bad("Workers set but no Queues to work")
+	}
+	return nil
+}
+
+// ownerID builds the readable worker-instance identifier stored as lease_owner.
+func ownerID(id string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), id)
+}

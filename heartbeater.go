@@ -1,0 +1,127 @@
+package leasehold
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// heartbeater renews every lease the client holds with one batched statement
+// per tick, and cancels the handlers of leases that are refused or whose
+// local deadline passes without a successful renewal.
+type heartbeater struct {
+	exec    driver.Executor
+	leases  *leaseSet
+	writeMu *sync.Mutex // shared with the completer, so their row locks never interleave
+	logger  *slog.Logger
+	stats   *statsCounters
+}
+
+// minHeartbeatWait bounds how often the loop wakes, whatever the TTLs.
+const minHeartbeatWait = 10 * time.Millisecond
+
+func (h *heartbeater) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := h.tick(ctx)
+		wait := time.Until(next)
+		if wait < minHeartbeatWait {
+			wait = minHeartbeatWait
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.leases.added:
+		case <-timer.C:
+		}
+	}
+}
+
+// tick renews the leases that are due, loses those past their local deadline,
+// and returns when it next needs to run.
+func (h *heartbeater) tick(ctx context.Context) time.Time {
+	now := time.Now()
+	next := now.Add(time.Second)
+	var due []*lease
+	for _, l := range h.leases.snapshot() {
+		if l.done.Load() || l.completing.Load() || l.lost.Load() {
+			continue
+		}
+		deadline, renewDue := l.times()
+		if !now.Before(deadline) {
+			if l.lose("no successful renewal before the local deadline (database unreachable or slow)") {
+				h.stats.leasesLost.Add(1)
+				h.logger.Warn("leasehold: lease lost at local deadline", "job_id", l.row.ID, "token", l.token)
+			}
+			continue
+		}
+		if !now.Before(renewDue) {
+			due = append(due, l)
+			renewDue = now.Add(l.ttl / 3)
+		}
+		next = earliest(next, renewDue, deadline)
+	}
+	if len(due) == 0 {
+		return next
+	}
+	params := &driver.JobHeartbeatParams{Leases: make([]driver.LeaseRenewal, len(due))}
+	for i, l := range due {
+		params.Leases[i] = driver.LeaseRenewal{ID: l.row.ID, Token: l.token, TTL: l.ttl}
+	}
+	h.writeMu.Lock()
+	sentAt := time.Now()
+	renewed, err := h.exec.JobHeartbeat(ctx, params)
+	h.writeMu.Unlock()
+	h.stats.heartbeats.Add(1)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.logger.Warn("leasehold: renew leases", "leases", len(due), "error", err)
+		}
+		// Retry soon; the local deadlines still hold.
+		return earliest(next, time.Now().Add(h.retryDelay(due)))
+	}
+	ok := make(map[int64]bool, len(renewed))
+	for _, id := range renewed {
+		ok[id] = true
+	}
+	for _, l := range due {
+		if ok[l.row.ID] {
+			l.renewed(sentAt)
+			continue
+		}
+		// A lease that finished in the meantime is not lost.
+		if l.done.Load() || l.completing.Load() {
+			continue
+		}
+		if l.lose("renewal refused: the fencing token is no longer current or the lease expired") {
+			h.stats.leasesLost.Add(1)
+			h.stats.fencedWrites.Add(1)
+			h.logger.Warn("leasehold: lease lost, renewal refused", "job_id", l.row.ID, "token", l.token)
+		}
+	}
+	return next
+}
+
+// retryDelay is the wait before retrying a failed renewal: a tenth of the
+// shortest TTL, so several tries fit before any local deadline.
+func (h *heartbeater) retryDelay(due []*lease) time.Duration {
+	d := time.Second
+	for _, l := range due {
+		d = min(d, l.ttl/10)
+	}
+	return d
+}
+
+func earliest(t time.Time, others ...time.Time) time.Time {
+	for _, o := range others {
+		if o.Before(t) {
+			t = o
+		}
+	}
+	return t
+}

@@ -1,0 +1,47 @@
+package leasehold
+
+import (
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// InsertOpts are per-job insert options. Zero fields take the defaults: the
+// args' own InsertOpts when they implement JobArgsWithInsertOpts, then the
+// worker's options, then the client's.
+type InsertOpts struct {
+	// Queue is the queue to insert into; default "default".
+	Queue string
+	// Priority orders claims within a queue, 1 (first) to 4; default 1.
+	Priority int
+	// ScheduledAt delays the first run; zero means now.
+	ScheduledAt time.Time
+	// MaxAttempts bounds the handler errors before the job is discarded.
+	MaxAttempts int
+	// LeaseTTL overrides the lease duration for this job.
+	LeaseTTL time.Duration
+	// Metadata is stored with the job as a JSON object. Trace context and
+	// other cross-cutting data travel here.
+	Metadata map[string]any
+	// UniqueKey is an idempotency key: while a job with the same key is not
+	// completed, discarded or cancelled, inserting another returns the
+	// existing job with UniqueSkipped set instead of inserting.
+	UniqueKey string
+}
+
+// InsertManyParams is one job of a batch insert.
+type InsertManyParams struct {
+	// Args are the job's arguments.
+	Args JobArgs
+	// InsertOpts are its options; nil for the defaults.
+	InsertOpts *InsertOpts
+}
+
+// InsertResult is the outcome of an insert.
+type InsertResult struct {
+	// Job is the inserted job, or the existing one when UniqueSkipped.
+	Job *leasetype.JobRow
+	// UniqueSkipped is set when a job with the same unique key was already
+	// waiting, running or stuck, and nothing was inserted.
+	UniqueSkipped bool
+}

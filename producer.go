@@ -1,0 +1,122 @@
+package leasehold
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// producer claims jobs of one queue, as many as it has free workers, and
+// starts them. It claims when woken (an insert on this client, a database
+// notification, a job returned by the watcher, a worker freed while a
+// backlog remains) and on every poll interval.
+type producer struct {
+	queue      string
+	maxWorkers int
+	wake       chan struct{}
+
+	mu      sync.Mutex
+	running int
+	backlog bool // the last claim was full: more jobs are probably waiting
+}
+
+func newProducer(queue string, maxWorkers int) *producer {
+	return &producer{queue: queue, maxWorkers: maxWorkers, wake: make(chan struct{}, 1)}
+}
+
+// wakeup asks for a claim soon. It never blocks.
+func (p *producer) wakeup() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// free returns how many more jobs the producer may start.
+func (p *producer) free() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.maxWorkers - p.running
+}
+
+// started records n claimed jobs and whether the claim was full.
+func (p *producer) started(n int, full bool) {
+	p.mu.Lock()
+	p.running += n
+	p.backlog = full
+	p.mu.Unlock()
+}
+
+// jobDone frees a worker and wakes the loop when a backlog remains.
+func (p *producer) jobDone() {
+	p.mu.Lock()
+	p.running--
+	backlog := p.backlog
+	p.mu.Unlock()
+	if backlog {
+		p.wakeup()
+	}
+}
+
+// run is the claim loop; it returns when ctx ends.
+func (p *producer) run(ctx context.Context, c *clientCore) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	errWait := 50 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-poll.C:
+		}
+		if free := p.free(); free > 0 {
+			if err := c.claimAndStart(ctx, p, free); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				c.logger.Warn("leasehold: claim jobs", "queue", p.queue, "error", err)
+				// Back off, but keep trying: the database may come back.
+				sleepCtx(ctx, errWait)
+				errWait = min(errWait*2, c.cfg.PollInterval)
+				p.wakeup()
+				continue
+			}
+			errWait = 50 * time.Millisecond
+		}
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(c.cfg.PollInterval)
+		sleepCtx(ctx, c.cfg.FetchCooldown)
+	}
+}
+
+// claimParams builds the claim statement's parameters for a queue.
+func (c *clientCore) claimParams(queue string, limit int) *driver.JobClaimParams {
+	return &driver.JobClaimParams{
+		Queue:           queue,
+		Max:             limit,
+		Owner:           c.owner,
+		DefaultLeaseTTL: c.cfg.LeaseTTL,
+		KindLeaseTTL:    c.kindTTL,
+		StuckKinds:      c.stuckKinds,
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

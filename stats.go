@@ -1,0 +1,74 @@
+package leasehold
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// Stats are a client's counters since it was created. Lease expiries and
+// handler errors are counted apart: a crash is not an error.
+type Stats struct {
+	// Claimed counts leases granted to this client.
+	Claimed int64 `json:"claimed"`
+	// Completed counts jobs this client completed (including by CompleteTx).
+	Completed int64 `json:"completed"`
+	// Failed counts attempts whose handler returned an error or panicked.
+	Failed int64 `json:"failed"`
+	// Discarded counts jobs this client discarded (permanent error, attempts exhausted, bad args).
+	Discarded int64 `json:"discarded"`
+	// Cancelled counts jobs cancelled by their handler.
+	Cancelled int64 `json:"cancelled"`
+	// Snoozed counts snoozes.
+	Snoozed int64 `json:"snoozed"`
+	// Released counts leases given back unworked.
+	Released int64 `json:"released"`
+	// LeasesLost counts leases this client lost while holding them.
+	LeasesLost int64 `json:"leases_lost"`
+	// FencedWrites counts this client's writes refused by the fencing check.
+	FencedWrites int64 `json:"fenced_writes"`
+	// Expired counts expired leases (of any client) this client's watcher reclaimed.
+	Expired int64 `json:"expired"`
+	// HeartbeatStatements counts batched renewal statements sent.
+	HeartbeatStatements int64 `json:"heartbeat_statements"`
+	// HandlerTime is the total time spent in handlers.
+	HandlerTime time.Duration `json:"handler_time"`
+}
+
+type statsCounters struct {
+	claimed, completed, failed, discarded, cancelled, snoozed, released atomic.Int64
+	leasesLost, fencedWrites, expired, heartbeats, handlerNanos         atomic.Int64
+}
+
+func (s *statsCounters) observeDuration(d time.Duration) { s.handlerNanos.Add(int64(d)) }
+
+func (s *statsCounters) countOutcome(item *driver.JobFinish) {
+	switch item.Outcome {
+	case leasetype.OutcomeFailed, leasetype.OutcomePanicked:
+		s.failed.Add(1)
+	case leasetype.OutcomeSnoozed:
+		s.snoozed.Add(1)
+	case leasetype.OutcomeReleased:
+		s.released.Add(1)
+	}
+	switch item.State {
+	case leasetype.JobStateCompleted:
+		s.completed.Add(1)
+	case leasetype.JobStateDiscarded:
+		s.discarded.Add(1)
+	case leasetype.JobStateCancelled:
+		s.cancelled.Add(1)
+	}
+}
+
+func (s *statsCounters) snapshot() Stats {
+	return Stats{
+		Claimed: s.claimed.Load(), Completed: s.completed.Load(), Failed: s.failed.Load(),
+		Discarded: s.discarded.Load(), Cancelled: s.cancelled.Load(), Snoozed: s.snoozed.Load(),
+		Released: s.released.Load(), LeasesLost: s.leasesLost.Load(), FencedWrites: s.fencedWrites.Load(),
+		Expired: s.expired.Load(), HeartbeatStatements: s.heartbeats.Load(),
+		HandlerTime: time.Duration(s.handlerNanos.Load()),
+	}
+}

@@ -1,0 +1,46 @@
+package leasehold
+
+import (
+	"fmt"
+	"time"
+)
+
+const (
+	maxNameLen      = 128
+	maxUniqueKeyLen = 512
+	minLeaseTTL     = 100 * time.Millisecond
+	defaultQueue    = "default"
+)
+
+// validateName checks a kind or queue name: 1 to 128 characters of letters,
+// digits and _ - . : /, starting with a letter or digit.
+func validateName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidArgs, what)
+	}
+	if len(name) > maxNameLen {
+		return fmt.Errorf("%w: %s %.40q... is %d bytes long (max %d)", ErrInvalidArgs, what, name, len(name), maxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if alnum || i > 0 && (c == '_' || c == '-' || c == '.' || c == ':' || c == '/') {
+			continue
+		}
+		return fmt.Errorf("%w: %s %q has invalid character %q at %d (allowed: letters, digits, and _ - . : / after the first)", ErrInvalidArgs, what, name, c, i)
+	}
+	return nil
+}
+
+// validateUniqueKey checks an idempotency key: printable, at most 512 bytes.
+func validateUniqueKey(key string) error {
+	if len(key) > maxUniqueKeyLen {
+		return fmt.Errorf("%w: unique key is %d bytes long (max %d)", ErrInvalidArgs, len(key), maxUniqueKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] == 0x7f {
+			return fmt.Errorf("%w: unique key has control character %q at %d", ErrInvalidArgs, key[i], i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// Worker works jobs of one kind.
+type Worker[T JobArgs] interface {
+	// Work runs one attempt of a job. Returning nil completes the job;
+	// returning an error retries it with backoff (or discards it after
+	// MaxAttempts errors); Permanent, Cancel and Snooze change that.
+	//
+	// ctx is cancelled when the lease is lost (context.Cause is a
+	// *LeaseLostError), when the client stops with StopAndCancel, or at the
+	// worker's Timeout. A handler that sees ctx done must stop making outside
+	// effects: another worker may already hold the job.
+	Work(ctx context.Context, job *Job[T]) error
+}
+
+// WorkFunc adapts a function to a Worker.
+type WorkFunc[T JobArgs] func(ctx context.Context, job *Job[T]) error
+
+// Work calls f.
+func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
+
+// WorkerOpts configures one kind's worker. Zero fields take the client's defaults.
+type WorkerOpts struct {
+	// LeaseTTL is the lease duration of this kind's jobs (a job's own
+	// InsertOpts.LeaseTTL wins). It must exceed the longest pause between
+	// two heartbeats you expect, not the job's run time: leases are renewed.
+	LeaseTTL time.Duration
+	// ExpiryPolicy says what happens when a lease of this kind expires:
+	// retry (the default) or stuck. Use stuck for work with outside effects
+	// that must not be repeated blindly.
+	ExpiryPolicy leasetype.ExpiryPolicy
+	// MaxAttempts is the default for this kind's jobs inserted by a client
+	// that has this worker registered.
+	MaxAttempts int
+	// Retry computes the delay before the next attempt after an error.
+	Retry RetryPolicy
+	// Timeout, when positive, cancels the handler's context after it.
+	Timeout time.Duration
+}
+
+// Workers is the registry of workers a client runs. Add workers with
+// AddWorker before passing it to NewClient.
+type Workers struct {
+	byKind map[string]*workerEntry
+}
+
+// NewWorkers returns an empty registry.
+func NewWorkers() *Workers { return &Workers{byKind: map[string]*workerEntry{}} }
+
+// workerEntry is a registered worker with its type erased.
+type workerEntry struct {
+	kind string
+	opts WorkerOpts
+	// work decodes the row's arguments and runs the worker. A decode error is
+	// returned wrapped in errDecode.
+	work func(ctx context.Context, row *leasetype.JobRow) error
+}
+
+// errDecode marks a job whose arguments cannot be decoded; it is discarded.
+type errDecode struct{ err error }
+
+func (e *errDecode) Error() string { return "decode job args: " + e.err.Error() }
+func (e *errDecode) Unwrap() error { return e.err }
+
+// AddWorker registers w for the kind of T with default options. It panics
+// when the kind is already registered or invalid, a programming error found
+// at start-up; use AddWorkerSafely to get an error instead.
+func AddWorker[T JobArgs](workers *Workers, w Worker[T]) {
+	if err := AddWorkerSafely(workers, w, nil); err != nil {
+		panic(err)
+	}
+}
+
+// AddWorkerWithOpts registers w with options; it panics like AddWorker.
+func AddWorkerWithOpts[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts) {
+	if err := AddWorkerSafely(workers, w, opts); err != nil {
+		panic(err)
+	}
+}
+
+// AddWorkerSafely registers w for the kind of T, with options (nil for the
+// defaults), and returns an error for an invalid or duplicate kind or options.
+func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts) error {
+	var zero T
+	kind := zero.Kind()
+	if err := validateName("kind", kind); err != nil {
+		return err
+	}
+	if _, dup := workers.byKind[kind]; dup {
+		return fmt.Errorf("%w: worker for kind %q is already registered", ErrInvalidConfig, kind)
+	}
+	o := WorkerOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(kind); err != nil {
+		return err
+	}
+	workers.byKind[kind] = &workerEntry{
+		kind: kind,
+		opts: o,
+		work: func(ctx context.Context, row *leasetype.JobRow) error {
+			var args T
+			if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+				return &errDecode{err: err}
+			}
+			return w.Work(ctx, &Job[T]{JobRow: row, Args: args})
+		},
+	}
+	return nil
+}
+
+func (o WorkerOpts) validate(kind string) error {
+	switch {
+	case o.LeaseTTL < 0:
+		return fmt.Errorf("%w: worker %q: LeaseTTL %s is negative", ErrInvalidConfig, kind, o.LeaseTTL)
+	case o.LeaseTTL > 0 && o.LeaseTTL < minLeaseTTL:
+		return fmt.Errorf("%w: worker %q: LeaseTTL %s is below the minimum %s", ErrInvalidConfig, kind, o.LeaseTTL, minLeaseTTL)
+	case o.ExpiryPolicy != "" && o.ExpiryPolicy != leasetype.ExpiryRetry && o.ExpiryPolicy != leasetype.ExpiryStuck:
+		return fmt.Errorf("%w: worker %q: unknown ExpiryPolicy %q (want retry or stuck)", ErrInvalidConfig, kind, o.ExpiryPolicy)
+	case o.MaxAttempts < 0:
+		return fmt.Errorf("%w: worker %q: MaxAttempts %d is negative", ErrInvalidConfig, kind, o.MaxAttempts)
+	case o.Timeout < 0:
+		return fmt.Errorf("%w: worker %q: Timeout %s is negative", ErrInvalidConfig, kind, o.Timeout)
+	}
+	return nil
+}
