@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: vet and the whole test suite with the race detector,
+# against real PostgreSQL and SQLite. It makes sure PostgreSQL is reachable
+# first (see DEVELOPERS.md): it starts an installed but stopped server, or
+# installs one with apt-get when running as root, or stops with one line
+# saying what to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export LEASEHOLD_TEST_POSTGRES_URL="${LEASEHOLD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+
+scripts/ensure-postgres.sh
+
+echo "--- go vet"
+go vet ./...
+echo "--- go test -race"
+go test -race -count=1 -timeout 20m "$@" ./...
