@@ -12,4 +12,24 @@ func Exercise[TTx any](t *testing.T, b Backend[TTx]) {
 // exerciseDriver specifies the driver contract method by method.
 func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
+	groups := []struct {
+		name string
+		run  func(*testing.T, Backend[TTx])
+	}{
+		{"Insert", exerciseInsert[TTx]},
+		{"Executor", exerciseExecutor[TTx]},
+		{"Claim", exerciseClaim[TTx]},
+		{"Heartbeat", exerciseHeartbeat[TTx]},
+		{"Finish", exerciseFinish[TTx]},
+		{"Expire", exerciseExpire[TTx]},
+		{"Admin", exerciseAdmin[TTx]},
+		{"Migrate", exerciseMigrate[TTx]},
+		{"Notify", exerciseNotify[TTx]},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			g.run(t, b)
+		})
+	}
 }

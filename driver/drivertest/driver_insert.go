@@ -1,0 +1,369 @@
+package drivertest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// exerciseInsert specifies JobInsertMany and JobInsertFast.
+func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
+	t.Helper()
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		full := &driver.JobInsertParams{
+			Kind:        "email",
+			Queue:       "mail",
+			Priority:    3,
+			EncodedArgs: []byte(`{"to": "a@example.com", "n": 2, "tags": ["x", "y"], "nested": {"ok": true}}`),
+			Metadata:    []byte(`{"trace": "abc", "tenant": 7}`),
+			UniqueKey:   "email-1",
+			MaxAttempts: 7,
+			LeaseTTL:    90 * time.Second,
+		}
+		plain := jobParams("plain", "default")
+		before := mustNow(t, exec)
+		rows := mustInsert(t, exec, full, plain)
+		after := mustNow(t, exec)
+
+		for i, p := range []*driver.JobInsertParams{full, plain} {
+			job := rows[i]
+			want := &leasetype.JobRow{
+				ID: job.ID, Kind: p.Kind, Queue: p.Queue, State: leasetype.JobStateAvailable,
+				Priority: p.Priority, EncodedArgs: p.EncodedArgs, Metadata: p.Metadata,
+				UniqueKey: p.UniqueKey, MaxAttempts: p.MaxAttempts, LeaseTTL: p.LeaseTTL,
+				ExpiryPolicy: job.ExpiryPolicy, ScheduledAt: job.ScheduledAt, CreatedAt: job.CreatedAt,
+			}
+			if job.ID <= 0 {
+				t.Errorf("job %d: ID = %d, want > 0", i, job.ID)
+			}
+			assertRowEqual(t, fmt.Sprintf("inserted %s job", p.Kind), job, want)
+			assertWithin(t, p.Kind+" CreatedAt", job.CreatedAt, before, after)
+			assertWithin(t, p.Kind+" ScheduledAt", job.ScheduledAt, before, after)
+			assertUnchanged(t, exec, "JobGet of inserted "+p.Kind+" job", job)
+		}
+		if rows[0].ID == rows[1].ID {
+			t.Errorf("both jobs got ID %d", rows[0].ID)
+		}
+	})
+
+	t.Run("ScheduledInFuture", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		now := mustNow(t, exec)
+		at := now.Add(400 * time.Millisecond)
+		past := now.Add(-time.Hour)
+		pFuture, pPast := jobParams("later", "sched"), jobParams("earlier", "sched")
+		pFuture.ScheduledAt, pPast.ScheduledAt = &at, &past
+		rows := mustInsert(t, exec, pFuture, pPast)
+		future, earlier := rows[0], rows[1]
+
+		if future.State != leasetype.JobStateScheduled {
+			t.Errorf("future job state = %s, want scheduled", future.State)
+		}
+		assertNear(t, "future ScheduledAt", future.ScheduledAt, at, time.Millisecond)
+		if earlier.State != leasetype.JobStateAvailable {
+			t.Errorf("past job state = %s, want available", earlier.State)
+		}
+		assertNear(t, "past ScheduledAt", earlier.ScheduledAt, past, time.Millisecond)
+
+		got := mustClaim(t, exec, claimParams("sched", "w", 10, longTTL))
+		assertSameIDs(t, "claim before the scheduled job is due", jobIDs(got), []int64{earlier.ID})
+		waitPast(t, exec, at)
+		got = mustClaim(t, exec, claimParams("sched", "w", 10, longTTL))
+		assertSameIDs(t, "claim after the scheduled job is due", jobIDs(got), []int64{future.ID})
+	})
+
+	t.Run("ManyInInputOrder", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		existing := jobParams("dup", "order")
+		existing.UniqueKey = "order-dup"
+		first := mustInsertOne(t, exec, existing)
+
+		var params []*driver.JobInsertParams
+		for i := range 20 {
+			p := jobParams(fmt.Sprintf("kind-%02d", i), "order")
+			p.EncodedArgs = fmt.Appendf(nil, `{"i": %d}`, i)
+			p.Priority = 1 + i%4
+			if i == 7 {
+				p = jobParams("dup", "order")
+				p.UniqueKey = "order-dup"
+			}
+			params = append(params, p)
+		}
+		res := mustInsertMany(t, exec, params...)
+		seen := map[int64]bool{first.ID: true}
+		for i, r := range res {
+			if i == 7 {
+				if !r.UniqueSkipped || r.Job.ID != first.ID {
+					t.Errorf("result 7: UniqueSkipped=%v ID=%d, want the existing job %d skipped", r.UniqueSkipped, r.Job.ID, first.ID)
+				}
+				continue
+			}
+			if r.UniqueSkipped {
+				t.Errorf("result %d: unexpectedly UniqueSkipped", i)
+			}
+			if r.Job.Kind != params[i].Kind || !jsonEqual(r.Job.EncodedArgs, params[i].EncodedArgs) || r.Job.Priority != params[i].Priority {
+				t.Errorf("result %d: got kind %s args %s priority %d, want kind %s args %s priority %d",
+					i, r.Job.Kind, r.Job.EncodedArgs, r.Job.Priority, params[i].Kind, params[i].EncodedArgs, params[i].Priority)
+			}
+			if seen[r.Job.ID] {
+				t.Errorf("result %d: ID %d returned twice", i, r.Job.ID)
+			}
+			seen[r.Job.ID] = true
+		}
+		if n := countJobs(t, exec, driver.JobListParams{Queue: "order"}); n != 20 {
+			t.Errorf("jobs in queue = %d, want 20", n)
+		}
+	})
+
+	t.Run("UniqueKeySkipsSecond", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		p := jobParams("charge", "pay")
+		p.UniqueKey = "charge-42"
+		first := mustInsertMany(t, exec, p)[0]
+		if first.UniqueSkipped {
+			t.Fatalf("first insert: UniqueSkipped, want inserted")
+		}
+		p2 := jobParams("charge", "pay")
+		p2.UniqueKey = "charge-42"
+		p2.EncodedArgs = []byte(`{"other": true}`)
+		second := mustInsertMany(t, exec, p2)[0]
+		if !second.UniqueSkipped {
+			t.Errorf("second insert: UniqueSkipped = false, want true")
+		}
+		assertRowEqual(t, "job returned for the skipped insert", second.Job, first.Job)
+		if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "charge-42"}); n != 1 {
+			t.Errorf("jobs with the key = %d, want 1", n)
+		}
+	})
+
+	t.Run("UniqueKeyTwiceInOneBatch", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		p1, p2 := jobParams("charge", "pay"), jobParams("charge", "pay")
+		p1.UniqueKey, p2.UniqueKey = "batch-key", "batch-key"
+		res := mustInsertMany(t, exec, p1, jobParams("other", "pay"), p2)
+		if res[0].UniqueSkipped {
+			t.Errorf("first of the pair: UniqueSkipped, want inserted")
+		}
+		if !res[2].UniqueSkipped || res[2].Job.ID != res[0].Job.ID {
+			t.Errorf("second of the pair: UniqueSkipped=%v ID=%d, want skipped with ID %d", res[2].UniqueSkipped, res[2].Job.ID, res[0].Job.ID)
+		}
+		if res[1].UniqueSkipped || res[1].Job.Kind != "other" {
+			t.Errorf("keyless job between them: skipped=%v kind=%s, want inserted kind other", res[1].UniqueSkipped, res[1].Job.Kind)
+		}
+		if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "batch-key"}); n != 1 {
+			t.Errorf("jobs with the key = %d, want 1", n)
+		}
+		if n := countJobs(t, exec, driver.JobListParams{Queue: "pay"}); n != 2 {
+			t.Errorf("jobs in queue = %d, want 2", n)
+		}
+	})
+
+	for _, final := range []leasetype.JobState{leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled} {
+		t.Run("UniqueKeyFreeAfter"+string(final), func(t *testing.T) {
+			t.Parallel()
+			exec := b.New(t).GetExecutor()
+			p := jobParams("charge", "pay")
+			p.UniqueKey = "k"
+			first := mustInsertOne(t, exec, p)
+			job := mustClaimOne(t, exec, claimParams("pay", "w", 1, longTTL))
+			item := &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: final, Outcome: leasetype.OutcomeCompleted}
+			if final != leasetype.JobStateCompleted {
+				item.Outcome = leasetype.OutcomeCancelled
+			}
+			if ids := mustFinish(t, exec, item); len(ids) != 1 {
+				t.Fatalf("JobFinish to %s: wrote %v, want [%d]", final, ids, job.ID)
+			}
+			again := mustInsertMany(t, exec, p)[0]
+			if again.UniqueSkipped || again.Job.ID == first.ID {
+				t.Errorf("insert after the holder is %s: UniqueSkipped=%v ID=%d, want a new job", final, again.UniqueSkipped, again.Job.ID)
+			}
+			if again.Job.State != leasetype.JobStateAvailable {
+				t.Errorf("new job state = %s, want available", again.Job.State)
+			}
+			if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "k"}); n != 2 {
+				t.Errorf("jobs with the key = %d, want 2", n)
+			}
+		})
+	}
+
+	t.Run("UniqueKeyHeldWhileRunningAndStuck", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		p := jobParams("charge", "pay")
+		p.UniqueKey = "k"
+		first := mustInsertOne(t, exec, p)
+		claim := claimParams("pay", "w", 1, shortTTL)
+		claim.StuckKinds = []string{"charge"}
+		job := mustClaimOne(t, exec, claim)
+		if r := mustInsertMany(t, exec, p)[0]; !r.UniqueSkipped || r.Job.ID != first.ID {
+			t.Errorf("insert while running: UniqueSkipped=%v ID=%d, want skipped with ID %d", r.UniqueSkipped, r.Job.ID, first.ID)
+		}
+		waitLeaseExpired(t, exec, job)
+		if got := mustExpire(t, exec, &driver.JobExpireParams{Limit: 10}); len(got) != 1 || got[0].State != leasetype.JobStateStuck {
+			t.Fatalf("JobExpire: got %s, want the job stuck", describeJobs(got))
+		}
+		r := mustInsertMany(t, exec, p)[0]
+		if !r.UniqueSkipped || r.Job.ID != first.ID {
+			t.Errorf("insert while stuck: UniqueSkipped=%v ID=%d, want skipped with ID %d", r.UniqueSkipped, r.Job.ID, first.ID)
+		}
+		if r.Job.State != leasetype.JobStateStuck {
+			t.Errorf("returned existing job state = %s, want stuck", r.Job.State)
+		}
+		if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "k"}); n != 1 {
+			t.Errorf("jobs with the key = %d, want 1", n)
+		}
+	})
+
+	t.Run("UniqueKeyConcurrent", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		const n = 20
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			results = make([]*driver.JobInsertResult, n)
+			errs    = make([]error, n)
+		)
+		for i := range n {
+			wg.Go(func() {
+				p := jobParams("charge", "pay")
+				p.UniqueKey = "race"
+				p.EncodedArgs = fmt.Appendf(nil, `{"g": %d}`, i)
+				<-start
+				res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{p})
+				if err == nil && (len(res) != 1 || res[0].Job == nil) {
+					err = fmt.Errorf("got %d results", len(res))
+				}
+				if err == nil {
+					results[i] = res[0]
+				}
+				errs[i] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		inserted := 0
+		var id int64
+		for i := range n {
+			if errs[i] != nil {
+				t.Errorf("goroutine %d: JobInsertMany: %v", i, errs[i])
+				continue
+			}
+			if !results[i].UniqueSkipped {
+				inserted++
+			}
+			if id == 0 {
+				id = results[i].Job.ID
+			} else if results[i].Job.ID != id {
+				t.Errorf("goroutine %d: got job %d, others got %d", i, results[i].Job.ID, id)
+			}
+		}
+		if inserted != 1 {
+			t.Errorf("inserts not skipped = %d, want exactly 1", inserted)
+		}
+		if got := countJobs(t, exec, driver.JobListParams{UniqueKey: "race"}); got != 1 {
+			t.Errorf("job rows with the key = %d, want exactly 1", got)
+		}
+	})
+
+	t.Run("InTxRolledBack", func(t *testing.T) {
+		t.Parallel()
+		d := b.New(t)
+		tx, txExec := userTx(t, b, d)
+		p := jobParams("charge", "pay")
+		p.UniqueKey = "tx-key"
+		job := mustInsertOne(t, txExec, p)
+		mustGet(t, txExec, job.ID) // visible inside its own transaction
+		if err := b.RollbackTx(t.Context(), tx); err != nil {
+			t.Fatalf("RollbackTx: %v", err)
+		}
+		exec := d.GetExecutor()
+		_, err := exec.JobGet(t.Context(), job.ID)
+		assertNotFound(t, "JobGet after rollback", err)
+		if n := countJobs(t, exec, driver.JobListParams{}); n != 0 {
+			t.Errorf("jobs after rollback = %d, want 0", n)
+		}
+		if r := mustInsertMany(t, exec, p)[0]; r.UniqueSkipped {
+			t.Errorf("the rolled-back job still holds its unique key (existing job %d)", r.Job.ID)
+		}
+	})
+
+	t.Run("InTxCommitted", func(t *testing.T) {
+		t.Parallel()
+		d := b.New(t)
+		tx, txExec := userTx(t, b, d)
+		job := mustInsertOne(t, txExec, jobParams("charge", "pay"))
+		if err := b.CommitTx(t.Context(), tx); err != nil {
+			t.Fatalf("CommitTx: %v", err)
+		}
+		exec := d.GetExecutor()
+		assertUnchanged(t, exec, "job after commit", job)
+		if got := mustClaim(t, exec, claimParams("pay", "w", 10, longTTL)); len(got) != 1 || got[0].ID != job.ID {
+			t.Errorf("claim after commit: got %s, want job %d", describeJobs(got), job.ID)
+		}
+	})
+
+	t.Run("Fast", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		const n = 250
+		params := make([]*driver.JobInsertParams, n)
+		for i := range params {
+			params[i] = jobParams("bulk", "fast")
+			params[i].EncodedArgs = fmt.Appendf(nil, `{"i": %d}`, i)
+			params[i].Priority = 1 + i%4
+		}
+		before := mustNow(t, exec)
+		count, err := exec.JobInsertFast(t.Context(), params)
+		if err != nil {
+			t.Fatalf("JobInsertFast: %v", err)
+		}
+		after := mustNow(t, exec)
+		if count != n {
+			t.Errorf("JobInsertFast count = %d, want %d", count, n)
+		}
+		jobs := mustList(t, exec, &driver.JobListParams{Kind: "bulk", Limit: 1000})
+		if len(jobs) != n {
+			t.Fatalf("jobs listed = %d, want %d", len(jobs), n)
+		}
+		seen := map[string]bool{}
+		for _, j := range jobs {
+			if j.State != leasetype.JobStateAvailable || j.Queue != "fast" || j.MaxAttempts != 5 || j.Attempt != 0 || j.LeaseToken != 0 {
+				t.Errorf("job %d: state %s queue %s max %d attempt %d token %d, want available fast 5 0 0",
+					j.ID, j.State, j.Queue, j.MaxAttempts, j.Attempt, j.LeaseToken)
+			}
+			assertWithin(t, "fast-inserted CreatedAt", j.CreatedAt, before, after)
+			seen[string(j.EncodedArgs)] = true
+		}
+		if len(seen) != n {
+			t.Errorf("distinct args = %d, want %d", len(seen), n)
+		}
+		if got := mustClaim(t, exec, claimParams("fast", "w", n, longTTL)); len(got) != n {
+			t.Errorf("claimed %d fast-inserted jobs, want %d", len(got), n)
+		}
+	})
+
+	t.Run("FastRejectsUniqueKeys", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		keyed := jobParams("bulk", "fast")
+		keyed.UniqueKey = "not-allowed"
+		if _, err := exec.JobInsertFast(t.Context(), []*driver.JobInsertParams{jobParams("bulk", "fast"), keyed}); err == nil {
+			t.Errorf("JobInsertFast with a unique key: got no error")
+		}
+		if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "not-allowed"}); n != 0 {
+			t.Errorf("jobs with the key = %d, want 0", n)
+		}
+	})
+}
