@@ -74,9 +74,18 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest) {
 		for i, r := range batch {
 			items[i] = r.item
 		}
+		// Bound the write by the latest local deadline in the batch: past
+		// it every lease in the batch is lost anyway.
+		callDeadline := time.Now()
+		for _, r := range batch {
+			deadline, _ := r.lease.times()
+			callDeadline = later(callDeadline, deadline)
+		}
+		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), callDeadline)
 		c.writeMu.Lock()
-		written, err := c.exec.JobFinish(context.WithoutCancel(ctx), &driver.JobFinishParams{Items: items})
+		written, err := c.exec.JobFinish(callCtx, &driver.JobFinishParams{Items: items})
 		c.writeMu.Unlock()
+		cancel()
 		if err == nil {
 			c.report(ctx, batch, written)
 			return
@@ -122,4 +131,11 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 		}
 		r.result <- &LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current or the lease expired"}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -24,6 +24,12 @@ type heartbeater struct {
 const minHeartbeatWait = 10 * time.Millisecond
 
 func (h *heartbeater) run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.enforceDeadlines(ctx)
+	}()
+	defer func() { <-done }()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -42,29 +48,61 @@ func (h *heartbeater) run(ctx context.Context) {
 	}
 }
 
+// enforceDeadlines cancels the handlers of leases whose local deadline
+// passed without a successful renewal. It runs apart from the renewal loop
+// so that a renewal stuck on an unresponsive database cannot delay it.
+func (h *heartbeater) enforceDeadlines(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		wait := 50 * time.Millisecond
+		for _, l := range h.leases.snapshot() {
+			if l.done.Load() || l.completing.Load() || l.lost.Load() {
+				continue
+			}
+			deadline, _ := l.times()
+			if now.Before(deadline) {
+				wait = min(wait, deadline.Sub(now), l.ttl/10)
+				continue
+			}
+			if l.lose("no successful renewal before the local deadline (database unreachable or slow)") {
+				h.stats.leasesLost.Add(1)
+				h.logger.Warn("leasehold: lease lost at local deadline", "job_id", l.row.ID, "token", l.token)
+			}
+		}
+		timer.Reset(max(wait, time.Millisecond))
+	}
+}
+
 // tick renews the leases that are due, loses those past their local deadline,
 // and returns when it next needs to run.
 func (h *heartbeater) tick(ctx context.Context) time.Time {
 	now := time.Now()
 	next := now.Add(time.Second)
 	var due []*lease
+	// A renewal that has not returned by the earliest local deadline among
+	// its leases is useless: those leases are lost by then.
+	callDeadline := now.Add(time.Hour)
 	for _, l := range h.leases.snapshot() {
 		if l.done.Load() || l.completing.Load() || l.lost.Load() {
 			continue
 		}
 		deadline, renewDue := l.times()
 		if !now.Before(deadline) {
-			if l.lose("no successful renewal before the local deadline (database unreachable or slow)") {
-				h.stats.leasesLost.Add(1)
-				h.logger.Warn("leasehold: lease lost at local deadline", "job_id", l.row.ID, "token", l.token)
-			}
-			continue
+			continue // enforceDeadlines loses it
 		}
 		if !now.Before(renewDue) {
 			due = append(due, l)
 			renewDue = now.Add(l.ttl / 3)
+			callDeadline = earliest(callDeadline, deadline)
 		}
-		next = earliest(next, renewDue, deadline)
+		next = earliest(next, renewDue)
 	}
 	if len(due) == 0 {
 		return next
@@ -73,9 +111,11 @@ func (h *heartbeater) tick(ctx context.Context) time.Time {
 	for i, l := range due {
 		params.Leases[i] = driver.LeaseRenewal{ID: l.row.ID, Token: l.token, TTL: l.ttl}
 	}
+	callCtx, cancel := context.WithDeadline(ctx, callDeadline)
+	defer cancel()
 	h.writeMu.Lock()
 	sentAt := time.Now()
-	renewed, err := h.exec.JobHeartbeat(ctx, params)
+	renewed, err := h.exec.JobHeartbeat(callCtx, params)
 	h.writeMu.Unlock()
 	h.stats.heartbeats.Add(1)
 	if err != nil {

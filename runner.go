@@ -72,10 +72,14 @@ func (c *clientCore) runJob(p *producer, l *lease) {
 	l.done.Store(true)
 	c.stats.observeDuration(time.Since(start))
 
-	if l.lost.Load() {
-		// Another worker may hold the job now: write nothing.
+	if l.lost.Load() && err != nil {
+		// The handler most likely failed because its lease was lost: that is
+		// an expiry, which the watcher records, not a handler error.
 		return
 	}
+	// A completion is offered to the database even when the lease is known
+	// lost: the fenced write is the authority and refuses it unless this
+	// lease is still current.
 	c.writeOutcome(l, c.outcome(l, err))
 }
 

@@ -7,6 +7,7 @@ import "testing"
 func Exercise[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
 	exerciseDriver(t, b)
+	exerciseClient(t, b)
 }
 
 // exerciseDriver specifies the driver contract method by method.

@@ -1,0 +1,34 @@
+package drivertest
+
+import "testing"
+
+// exerciseClient specifies the client's guarantees end to end on the
+// backend: exactly-once draining, fencing of paused workers, recovery from
+// crashes, expiry policies, outcomes, transactions, heartbeats and outages.
+func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
+	t.Helper()
+	tests := []struct {
+		name string
+		run  func(*testing.T, Backend[TTx])
+	}{
+		{"Drain", testClientDrain[TTx]},
+		{"PausedPastLease", testClientPausedPastLease[TTx]},
+		{"CrashRecovery", testClientCrashRecovery[TTx]},
+		{"StuckPolicy", testClientStuckPolicy[TTx]},
+		{"Outcomes", testClientOutcomes[TTx]},
+		{"Stop", testClientStop[TTx]},
+		{"CompleteTx", testClientCompleteTx[TTx]},
+		{"InsertTx", testClientInsertTx[TTx]},
+		{"Heartbeats", testClientHeartbeats[TTx]},
+		{"DatabaseOutage", testClientDatabaseOutage[TTx]},
+		{"StartUnreachable", testClientStartUnreachable[TTx]},
+		{"BadInput", testClientBadInput[TTx]},
+		{"UniqueInsert", testClientUniqueInsert[TTx]},
+	}
+	for _, tc := range tests {
+		t.Run("Client/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, b)
+		})
+	}
+}

@@ -1,0 +1,207 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// testClientHeartbeats: jobs running for several TTLs keep their leases
+// through automatic renewals, sent as one batched statement per tick for all
+// of the client's jobs rather than one per job.
+func testClientHeartbeats[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	const jobs = 20
+	ttl := 300 * time.Millisecond
+	run := 4 * ttl
+	fd := newFaultDriver(env.d)
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[testArgs](func(ctx context.Context, j *leasehold.Job[testArgs]) error {
+		select {
+		case <-time.After(run):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}))
+	c := env.client(fd, leasehold.Config{LeaseTTL: ttl, Workers: w})
+	params := make([]leasehold.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = leasehold.InsertManyParams{Args: testArgs{Name: "long"}}
+	}
+	res, err := c.InsertMany(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		row := env.waitState(r.Job.ID, leasetype.JobStateCompleted, 10*time.Second)
+		if row.Expiries != 0 || row.Attempt != 1 {
+			t.Fatalf("job %d: expiries %d attempt %d; want 0, 1", row.ID, row.Expiries, row.Attempt)
+		}
+		a := env.attempts(row.ID)
+		if len(a) != 1 || a[0].Heartbeats < 2 || a[0].LastHeartbeatAt == nil {
+			t.Fatalf("job %d attempts = %+v, want one with at least 2 heartbeats", row.ID, a)
+		}
+	}
+	calls, renewals := fd.heartbeats.Load(), fd.renewals.Load()
+	if calls == 0 || renewals < jobs*2 {
+		t.Fatalf("heartbeat statements %d carrying %d renewals; want at least %d renewals", calls, renewals, jobs*2)
+	}
+	if float64(renewals)/float64(calls) < jobs/4 {
+		t.Fatalf("heartbeat statements %d for %d renewals: renewals are not batched", calls, renewals)
+	}
+	if s := c.Stats(); s.LeasesLost != 0 || s.Completed != jobs {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// testClientDatabaseOutage: the database goes away for less than a TTL while
+// jobs run; handlers keep running, the client reconnects, nothing is lost.
+func testClientDatabaseOutage[TTx any](t *testing.T, b Backend[TTx]) {
+	for _, mode := range []faultMode{faultPartition, faultBlackhole} {
+		t.Run(map[faultMode]string{faultPartition: "Refused", faultBlackhole: "Blackhole"}[mode], func(t *testing.T) {
+			t.Parallel()
+			env := newClientEnv(t, b)
+			ttl := 3 * time.Second
+			fd := newFaultDriver(env.d)
+			w := newBlockWorker(false)
+			c := env.client(fd, leasehold.Config{LeaseTTL: ttl, Workers: workersFor(w, nil)})
+			var ids []int64
+			for range 3 {
+				ids = append(ids, insert(t, c, blockArgs{Name: "outage"}, nil).ID)
+			}
+			for range ids {
+				recvJob(t, w.started, 5*time.Second)
+			}
+			fd.set(mode)
+			time.Sleep(ttl / 2)
+			fd.set(faultNone)
+			close(w.release)
+			for _, id := range ids {
+				row := env.waitState(id, leasetype.JobStateCompleted, 10*time.Second)
+				if row.Attempt != 1 || row.Expiries != 0 {
+					t.Fatalf("job %d: attempt %d expiries %d after a short outage; want 1, 0", id, row.Attempt, row.Expiries)
+				}
+			}
+			// New work is claimed after the outage.
+			after := insert(t, c, blockArgs{Name: "after"}, nil)
+			env.waitState(after.ID, leasetype.JobStateCompleted, 5*time.Second)
+		})
+	}
+}
+
+// testClientStartUnreachable: Start fails with a clear error when the
+// database cannot be reached.
+func testClientStartUnreachable[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	fd := newFaultDriver(env.d)
+	fd.set(faultPartition)
+	c, err := leasehold.NewClient[TTx](fd, testConfig(leasehold.Config{Workers: workersFor(newBlockWorker(false), nil)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "reach database") || !errors.Is(err, errInjected) {
+		t.Fatalf("Start on an unreachable database = %v, want a 'reach database' error wrapping the cause", err)
+	}
+}
+
+// testClientBadInput: invalid jobs get a clear error and write nothing.
+func testClientBadInput[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	c := env.client(nil, leasehold.Config{MaxArgsBytes: 1024})
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		args leasehold.JobArgs
+		opts *leasehold.InsertOpts
+		want string
+	}{
+		{"empty kind", kindArgs(""), nil, "kind is empty"},
+		{"long kind", kindArgs(strings.Repeat("k", 129)), nil, "max 128"},
+		{"bad kind char", kindArgs("pay ment"), nil, "invalid character"},
+		{"bad queue", testArgs{}, &leasehold.InsertOpts{Queue: "q;drop"}, "invalid character"},
+		{"long queue", testArgs{}, &leasehold.InsertOpts{Queue: strings.Repeat("q", 200)}, "max 128"},
+		{"priority", testArgs{}, &leasehold.InsertOpts{Priority: 9}, "priority 9"},
+		{"max attempts", testArgs{}, &leasehold.InsertOpts{MaxAttempts: -1}, "max attempts -1"},
+		{"lease ttl", testArgs{}, &leasehold.InsertOpts{LeaseTTL: time.Millisecond}, "lease TTL"},
+		{"oversized args", testArgs{Name: strings.Repeat("x", 2000)}, nil, "bytes encoded (max 1024)"},
+		{"unmarshalable args", chanArgs{C: make(chan int)}, nil, "marshal args"},
+		{"unique key control char", testArgs{}, &leasehold.InsertOpts{UniqueKey: "a\nb"}, "control character"},
+		{"nil args", nil, nil, "args are nil"},
+	}
+	for _, tc := range cases {
+		_, err := c.Insert(ctx, tc.args, tc.opts)
+		if !errors.Is(err, leasehold.ErrInvalidArgs) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Insert = %v, want ErrInvalidArgs containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := c.InsertManyFast(ctx, []leasehold.InsertManyParams{{Args: testArgs{}, InsertOpts: &leasehold.InsertOpts{UniqueKey: "k"}}}); !errors.Is(err, leasehold.ErrInvalidArgs) {
+		t.Errorf("InsertManyFast with a unique key = %v, want ErrInvalidArgs", err)
+	}
+	rows, err := env.exec.JobList(ctx, &driver.JobListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 0 {
+		t.Fatalf("bad inserts wrote %d jobs", len(rows))
+	}
+	if _, err := leasehold.NewClient[TTx](env.d, &leasehold.Config{LeaseTTL: time.Millisecond}); !errors.Is(err, leasehold.ErrInvalidConfig) {
+		t.Errorf("NewClient with a 1 ms TTL = %v, want ErrInvalidConfig", err)
+	}
+	if _, err := c.JobGet(ctx, 424242); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Errorf("JobGet of a missing ID = %v, want ErrNotFound", err)
+	}
+	if _, err := c.JobRetry(ctx, 424242); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Errorf("JobRetry of a missing ID = %v, want ErrNotFound", err)
+	}
+}
+
+type kindArgs string
+
+func (k kindArgs) Kind() string { return string(k) }
+
+type chanArgs struct{ C chan int }
+
+func (chanArgs) Kind() string { return "drivertest_chan" }
+
+// testClientUniqueInsert: concurrent inserts with one unique key through
+// clients insert one job; each caller learns whether it inserted.
+func testClientUniqueInsert[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	c := env.client(nil, leasehold.Config{})
+	var (
+		mu       sync.Mutex
+		inserted int
+		ids      = map[int64]bool{}
+		wg       sync.WaitGroup
+	)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Insert(context.Background(), testArgs{Name: "pay"}, &leasehold.InsertOpts{UniqueKey: "payment-42"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ids[res.Job.ID] = true
+			if !res.UniqueSkipped {
+				inserted++
+			}
+		}()
+	}
+	wg.Wait()
+	if inserted != 1 || len(ids) != 1 {
+		t.Fatalf("16 concurrent unique inserts: %d inserted, %d distinct IDs; want 1, 1", inserted, len(ids))
+	}
+}
