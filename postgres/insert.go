@@ -1,0 +1,235 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// maxInsertRounds bounds JobInsertMany's retries. A round is retried only
+// when a job holding a skipped row's unique key finished between the insert
+// and the lookup, so more than a couple of rounds means something is wrong.
+const maxInsertRounds = 16
+
+// errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
+var errFastUniqueKey = errors.New("leasehold/postgres: JobInsertFast does not take jobs with unique keys")
+
+func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
+	results := make([]*driver.JobInsertResult, len(params))
+	if len(params) == 0 {
+		return results, nil
+	}
+	err := e.inTx(ctx, func(tx *executor) error {
+		pending := make([]int, len(params))
+		for i := range pending {
+			pending[i] = i
+		}
+		var queues []string
+		for round := 0; len(pending) > 0; round++ {
+			if round == maxInsertRounds {
+				return fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
+			}
+			inserted, err := tx.insertRound(ctx, params, pending)
+			if err != nil {
+				return err
+			}
+			var skipped []int
+			for _, i := range pending {
+				job, ok := inserted[i]
+				if !ok {
+					skipped = append(skipped, i)
+					continue
+				}
+				results[i] = &driver.JobInsertResult{Job: job}
+				if job.State == leasetype.JobStateAvailable && !slices.Contains(queues, job.Queue) {
+					queues = append(queues, job.Queue)
+				}
+			}
+			if pending, err = tx.resolveSkipped(ctx, params, skipped, results); err != nil {
+				return err
+			}
+		}
+		return tx.notify(ctx, queues)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// insertRound inserts params[i] for each i in which, and returns the rows
+// inserted by input position. Rows skipped for their unique key are absent.
+func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertParams, which []int) (map[int]*leasetype.JobRow, error) {
+	n := len(which)
+	var (
+		kinds       = make([]string, n)
+		queues      = make([]string, n)
+		priorities  = make([]int32, n)
+		args        = make([][]byte, n)
+		metadata    = make([][]byte, n)
+		uniqueKeys  = make([]pgtype.Text, n)
+		maxAttempts = make([]int32, n)
+		ttls        = make([]pgtype.Int8, n)
+		scheduled   = make([]pgtype.Timestamptz, n)
+	)
+	for k, i := range which {
+		p := params[i]
+		kinds[k] = p.Kind
+		queues[k] = p.Queue
+		priorities[k] = int32(priorityOrDefault(p.Priority))
+		args[k] = p.EncodedArgs
+		metadata[k] = metadataOrEmpty(p.Metadata)
+		uniqueKeys[k] = pgtype.Text{String: p.UniqueKey, Valid: p.UniqueKey != ""}
+		maxAttempts[k] = int32(p.MaxAttempts)
+		ttls[k] = leaseTTLParam(p.LeaseTTL)
+		if p.ScheduledAt != nil {
+			scheduled[k] = pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true}
+		}
+	}
+	rows, err := e.db.Query(ctx, sqlJobInsertMany,
+		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", translate(err))
+	}
+	defer rows.Close()
+	inserted := make(map[int]*leasetype.JobRow, n)
+	for rows.Next() {
+		var ord int64
+		job, err := scanJob(rows, &ord)
+		if err != nil {
+			return nil, fmt.Errorf("scan inserted job: %w", err)
+		}
+		inserted[which[ord-1]] = job
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", translate(err))
+	}
+	return inserted, nil
+}
+
+// resolveSkipped fills results for the skipped rows with the unfinished jobs
+// that hold their unique keys. It returns the rows whose key holder finished
+// in the meantime: they must be inserted again.
+func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInsertParams, skipped []int, results []*driver.JobInsertResult) ([]int, error) {
+	if len(skipped) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(skipped))
+	for _, i := range skipped {
+		if params[i].UniqueKey == "" {
+			return nil, fmt.Errorf("insert jobs: job %d without a unique key was not inserted", i)
+		}
+		keys = append(keys, params[i].UniqueKey)
+	}
+	rows, err := e.db.Query(ctx, sqlJobGetUnfinishedByKeys, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
+	}
+	existing, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
+	}
+	byKey := make(map[string]*leasetype.JobRow, len(existing))
+	for _, j := range existing {
+		byKey[j.UniqueKey] = j
+	}
+	var retry []int
+	for _, i := range skipped {
+		if j, ok := byKey[params[i].UniqueKey]; ok {
+			results[i] = &driver.JobInsertResult{Job: j, UniqueSkipped: true}
+		} else {
+			retry = append(retry, i)
+		}
+	}
+	return retry, nil
+}
+
+func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
+	for _, p := range params {
+		if p.UniqueKey != "" {
+			return 0, fmt.Errorf("insert jobs fast: %w", errFastUniqueKey)
+		}
+	}
+	if len(params) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := e.inTx(ctx, func(tx *executor) error {
+		// COPY cannot fall back to a column default row by row, so the
+		// default schedule (now) and the state it implies are decided here,
+		// on the database clock read in the same transaction.
+		var now time.Time
+		if err := tx.db.QueryRow(ctx, sqlNow).Scan(&now); err != nil {
+			return fmt.Errorf("read database clock: %w", translate(err))
+		}
+		var queues []string
+		rows := make([][]any, len(params))
+		for i, p := range params {
+			state, at := leasetype.JobStateAvailable, now
+			if p.ScheduledAt != nil {
+				at = *p.ScheduledAt
+				if at.After(now) {
+					state = leasetype.JobStateScheduled
+				}
+			}
+			if state == leasetype.JobStateAvailable && !slices.Contains(queues, p.Queue) {
+				queues = append(queues, p.Queue)
+			}
+			rows[i] = []any{
+				p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
+				p.EncodedArgs, metadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
+				leaseTTLParam(p.LeaseTTL), at,
+			}
+		}
+		var err error
+		n, err = tx.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
+		if err != nil {
+			return fmt.Errorf("copy jobs: %w", translate(err))
+		}
+		return tx.notify(ctx, queues)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// notify wakes the listeners of queues when the transaction commits.
+func (e *executor) notify(ctx context.Context, queues []string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	if _, err := e.db.Exec(ctx, sqlNotifyInserts, queues); err != nil {
+		return fmt.Errorf("notify inserts: %w", translate(err))
+	}
+	return nil
+}
+
+// priorityOrDefault maps the zero priority to the column default, 1.
+func priorityOrDefault(p int) int {
+	if p == 0 {
+		return 1
+	}
+	return p
+}
+
+// metadataOrEmpty maps empty metadata to the empty JSON object.
+func metadataOrEmpty(m []byte) []byte {
+	if len(m) == 0 {
+		return []byte("{}")
+	}
+	return m
+}
+
+// leaseTTLParam is the lease_ttl_ms value for a per-job TTL: NULL for zero.
+func leaseTTLParam(ttl time.Duration) pgtype.Int8 {
+	return pgtype.Int8{Int64: ttl.Milliseconds(), Valid: ttl > 0}
+}

@@ -1,0 +1,127 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
+	if params.Max < 1 {
+		return nil, nil
+	}
+	kinds := make([]string, 0, len(params.KindLeaseTTL))
+	ttls := make([]int64, 0, len(params.KindLeaseTTL))
+	for kind, ttl := range params.KindLeaseTTL {
+		kinds = append(kinds, kind)
+		ttls = append(ttls, ttl.Milliseconds())
+	}
+	stuckKinds := params.StuckKinds
+	if stuckKinds == nil {
+		stuckKinds = []string{}
+	}
+	rows, err := e.db.Query(ctx, sqlJobClaim, params.Queue, params.Max, params.Owner,
+		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), stuckKinds)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", translate(err))
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", translate(err))
+	}
+	// UPDATE ... RETURNING has no order of its own.
+	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
+		if a.Priority != b.Priority {
+			return a.Priority - b.Priority
+		}
+		if c := a.ScheduledAt.Compare(b.ScheduledAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return jobs, nil
+}
+
+func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]int64, error) {
+	if len(params.Leases) == 0 {
+		return []int64{}, nil
+	}
+	ids := make([]int64, len(params.Leases))
+	tokens := make([]int64, len(params.Leases))
+	ttls := make([]int64, len(params.Leases))
+	for i, l := range params.Leases {
+		ids[i], tokens[i], ttls[i] = l.ID, l.Token, l.TTL.Milliseconds()
+	}
+	rows, err := e.db.Query(ctx, sqlJobHeartbeat, ids, tokens, ttls)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", translate(err))
+	}
+	renewed, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", translate(err))
+	}
+	return renewed, nil
+}
+
+// finishStates are the states a lease may end in.
+var finishStates = []leasetype.JobState{
+	leasetype.JobStateCompleted, leasetype.JobStateRetryable, leasetype.JobStateDiscarded,
+	leasetype.JobStateCancelled, leasetype.JobStateAvailable, leasetype.JobStateScheduled,
+}
+
+func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
+	n := len(params.Items)
+	if n == 0 {
+		return []int64{}, nil
+	}
+	var (
+		ids        = make([]int64, n)
+		tokens     = make([]int64, n)
+		states     = make([]string, n)
+		outcomes   = make([]string, n)
+		scheduled  = make([]pgtype.Timestamptz, n)
+		errs       = make([]string, n)
+		countError = make([]bool, n)
+	)
+	for i, it := range params.Items {
+		if !slices.Contains(finishStates, it.State) {
+			return nil, fmt.Errorf("finish leases: job %d: cannot end a lease in state %q", it.ID, it.State)
+		}
+		ids[i], tokens[i] = it.ID, it.Token
+		states[i], outcomes[i] = string(it.State), string(it.Outcome)
+		if it.ScheduledAt != nil {
+			scheduled[i] = pgtype.Timestamptz{Time: *it.ScheduledAt, Valid: true}
+		}
+		errs[i], countError[i] = it.Error, it.CountError
+	}
+	rows, err := e.db.Query(ctx, sqlJobFinish, ids, tokens, states, outcomes, scheduled, errs, countError)
+	if err != nil {
+		return nil, fmt.Errorf("finish leases: %w", translate(err))
+	}
+	written, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("finish leases: %w", translate(err))
+	}
+	return written, nil
+}
+
+func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {
+	if params.Limit < 1 {
+		return nil, nil
+	}
+	rows, err := e.db.Query(ctx, sqlJobExpire, params.Limit, params.MaxExpiries)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", translate(err))
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", translate(err))
+	}
+	return jobs, nil
+}

@@ -1,0 +1,417 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/driver/drivertest"
+	"github.com/leasehold/leasehold/leasetype"
+	"github.com/leasehold/leasehold/migrate"
+)
+
+const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+func testURL() string {
+	if u := os.Getenv("LEASEHOLD_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return defaultTestURL
+}
+
+// newSchemaPool creates a fresh, empty schema, dropped when the test ends,
+// and returns a pool whose connections use it. It fails the test, never
+// skips it, when the server cannot be reached.
+func newSchemaPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := t.Context()
+	url := testURL()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect to the test Postgres at %s (set LEASEHOLD_TEST_POSTGRES_URL to change it): %v", url, err)
+	}
+	defer admin.Close(context.Background())
+
+	suffix := make([]byte, 6)
+	rand.Read(suffix)
+	schema := "lh_" + hex.EncodeToString(suffix)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		// t.Context() has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("connect to drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return pool
+}
+
+// newTestDriver returns a driver on a fresh, migrated schema.
+func newTestDriver(t *testing.T) *Driver {
+	t.Helper()
+	d := New(newSchemaPool(t))
+	if _, err := migrate.New(d).Up(t.Context()); err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	drivertest.Exercise(t, drivertest.Backend[pgx.Tx]{
+		New: func(t *testing.T) driver.Driver[pgx.Tx] { return newTestDriver(t) },
+		BeginTx: func(ctx context.Context, d driver.Driver[pgx.Tx]) (pgx.Tx, error) {
+			return d.(*Driver).Pool().Begin(ctx)
+		},
+		CommitTx:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		RollbackTx: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
+	})
+}
+
+func testJob(queue string) *driver.JobInsertParams {
+	return &driver.JobInsertParams{
+		Kind: "test", Queue: queue, Priority: 1,
+		EncodedArgs: []byte(`{"n":1}`), Metadata: []byte(`{}`), MaxAttempts: 3,
+	}
+}
+
+func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
+	t.Helper()
+	var exists bool
+	if err := pool.QueryRow(t.Context(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+		t.Fatalf("look up table %s: %v", name, err)
+	}
+	return exists
+}
+
+func TestMigrateRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newSchemaPool(t)
+	d := New(pool)
+	m := migrate.New(d)
+
+	applied, err := d.GetExecutor().MigrationApplied(ctx)
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("MigrationApplied on an empty schema = %v, %v; want none", applied, err)
+	}
+	for round := range 2 {
+		done, err := m.Up(ctx)
+		if err != nil || !slices.Equal(done, []int{1}) {
+			t.Fatalf("round %d: Up = %v, %v; want [1]", round, done, err)
+		}
+		for _, table := range []string{"leasehold_job", "leasehold_attempt"} {
+			if !tableExists(t, pool, table) {
+				t.Fatalf("round %d: after Up, table %s is missing", round, table)
+			}
+		}
+		if done, err := m.Up(ctx); err != nil || len(done) != 0 {
+			t.Fatalf("round %d: second Up = %v, %v; want nothing to do", round, done, err)
+		}
+		done, err = m.Down(ctx)
+		if err != nil || !slices.Equal(done, []int{1}) {
+			t.Fatalf("round %d: Down = %v, %v; want [1]", round, done, err)
+		}
+		if tableExists(t, pool, "leasehold_job") {
+			t.Fatalf("round %d: after Down, leasehold_job still exists", round)
+		}
+		if applied, err := d.GetExecutor().MigrationApplied(ctx); err != nil || len(applied) != 0 {
+			t.Fatalf("round %d: after Down, applied = %v, %v; want none", round, applied, err)
+		}
+	}
+}
+
+// TestHeartbeatIsHOT checks that renewing a lease touches no indexed column:
+// every heartbeat is a heap-only tuple update.
+func TestHeartbeatIsHOT(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	// One connection throughout: pg_stat_force_next_flush acts on the
+	// calling backend's pending statistics only.
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	exec := &executor{db: conn}
+
+	if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{testJob("hot")}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "hot", Max: 1, Owner: "w", DefaultLeaseTTL: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim = %d jobs, %v; want 1", len(jobs), err)
+	}
+	// updates waits until the statistics show at least min updates and
+	// returns the update and HOT update counts.
+	updates := func(min int64) (upd, hot int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := conn.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+				t.Fatalf("flush statistics: %v", err)
+			}
+			err := conn.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+				WHERE relid = 'leasehold_job'::regclass`).Scan(&upd, &hot)
+			if err != nil {
+				t.Fatalf("read statistics: %v", err)
+			}
+			if upd >= min {
+				return upd, hot
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("statistics show %d updates, want at least %d", upd, min)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	upd0, hot0 := updates(1) // the claim
+
+	const beats = 5
+	lease := driver.LeaseRenewal{ID: jobs[0].ID, Token: jobs[0].LeaseToken, TTL: time.Minute}
+	for range beats {
+		ids, err := exec.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.LeaseRenewal{lease}})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("heartbeat = %v, %v; want the job renewed", ids, err)
+		}
+	}
+	upd1, hot1 := updates(upd0 + beats)
+	if upd1-upd0 != beats || hot1-hot0 != beats {
+		t.Fatalf("after %d heartbeats: %d updates, %d of them HOT; want all HOT", beats, upd1-upd0, hot1-hot0)
+	}
+}
+
+// TestClaimExclusive claims from many goroutines at once: SKIP LOCKED must
+// hand every job to exactly one claimer.
+func TestClaimExclusive(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+
+	const total, claimers = 2000, 8
+	params := make([]*driver.JobInsertParams, total)
+	for i := range params {
+		params[i] = testJob("race")
+	}
+	n, err := exec.JobInsertFast(ctx, params)
+	if err != nil || n != total {
+		t.Fatalf("JobInsertFast = %d, %v; want %d", n, err, total)
+	}
+
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]string{}
+		wg      sync.WaitGroup
+		errs    = make(chan error, claimers)
+	)
+	for w := range claimers {
+		owner := "worker-" + string(rune('a'+w))
+		wg.Go(func() {
+			for {
+				jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "race", Max: 7, Owner: owner, DefaultLeaseTTL: time.Minute})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					if prev, ok := claimed[j.ID]; ok {
+						t.Errorf("job %d claimed by %s and %s", j.ID, prev, owner)
+					}
+					claimed[j.ID] = owner
+					if j.LeaseToken != 1 || j.Attempt != 1 || j.LeaseOwner != owner {
+						t.Errorf("job %d: token %d, attempt %d, owner %q; want 1, 1, %q", j.ID, j.LeaseToken, j.Attempt, j.LeaseOwner, owner)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("claim: %v", err)
+	}
+	if len(claimed) != total {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), total)
+	}
+}
+
+func TestInsertFast(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+
+	later := time.Now().Add(time.Hour)
+	scheduled := testJob("fast")
+	scheduled.ScheduledAt = &later
+	withTTL := testJob("fast")
+	withTTL.LeaseTTL = 3 * time.Second
+	n, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{testJob("fast"), withTTL, scheduled})
+	if err != nil || n != 3 {
+		t.Fatalf("JobInsertFast = %d, %v; want 3", n, err)
+	}
+	counts, err := exec.JobCountByState(ctx)
+	if err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	got := map[leasetype.JobState]int64{}
+	for _, c := range counts {
+		got[c.State] += c.Count
+	}
+	if got[leasetype.JobStateAvailable] != 2 || got[leasetype.JobStateScheduled] != 1 {
+		t.Fatalf("counts = %v; want 2 available, 1 scheduled", got)
+	}
+	jobs, err := exec.JobList(ctx, &driver.JobListParams{Queue: "fast"})
+	if err != nil || len(jobs) != 3 {
+		t.Fatalf("list = %d jobs, %v; want 3", len(jobs), err)
+	}
+	var ttls []time.Duration
+	for _, j := range jobs {
+		ttls = append(ttls, j.LeaseTTL)
+		if string(j.EncodedArgs) != `{"n": 1}` && string(j.EncodedArgs) != `{"n":1}` {
+			t.Errorf("job %d args = %s", j.ID, j.EncodedArgs)
+		}
+	}
+	if !slices.Contains(ttls, 3*time.Second) {
+		t.Errorf("lease TTLs = %v; want one of 3s", ttls)
+	}
+
+	keyed := testJob("fast")
+	keyed.UniqueKey = "k"
+	if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{keyed}); err == nil {
+		t.Fatalf("JobInsertFast took a job with a unique key")
+	}
+}
+
+// TestInsertUniqueConcurrent inserts one unique key from many goroutines:
+// the unique index lets exactly one through and the rest see its job.
+func TestInsertUniqueConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+
+	const inserters = 20
+	results := make([]*driver.JobInsertResult, inserters)
+	errs := make([]error, inserters)
+	var wg sync.WaitGroup
+	for i := range inserters {
+		wg.Go(func() {
+			p := testJob("uniq")
+			p.UniqueKey = "order-42"
+			res, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{p})
+			if err == nil {
+				results[i] = res[0]
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	inserted := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("inserter %d: %v", i, errs[i])
+		}
+		if !r.UniqueSkipped {
+			inserted++
+		}
+		if r.Job.ID != results[0].Job.ID {
+			t.Errorf("inserter %d got job %d, inserter 0 got %d", i, r.Job.ID, results[0].Job.ID)
+		}
+	}
+	if inserted != 1 {
+		t.Fatalf("%d inserters inserted, want exactly 1", inserted)
+	}
+}
+
+// TestListenInserts checks that a committed insert wakes the listener and a
+// rolled-back one does not: notifications are delivered in commit order, so
+// the first one received must be the committed queue.
+func TestListenInserts(t *testing.T) {
+	t.Parallel()
+	d := newTestDriver(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	ready := make(chan struct{})
+	got := make(chan string, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- d.ListenInserts(ctx, func() { close(ready) }, func(q string) { got <- q })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("ListenInserts returned before listening: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenInserts never became ready")
+	}
+
+	tx, err := d.GetExecutor().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	if _, err := tx.JobInsertMany(ctx, []*driver.JobInsertParams{testJob("rolled-back")}); err != nil {
+		t.Fatalf("insert in tx: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{testJob("committed"), testJob("committed")}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	select {
+	case q := <-got:
+		if q != "committed" {
+			t.Fatalf("first notification for queue %q, want %q", q, "committed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification after a committed insert")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ListenInserts after cancel = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenInserts did not return after cancel")
+	}
+}

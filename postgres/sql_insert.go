@@ -1,0 +1,65 @@
+package postgres
+
+// unfinishedStates is the predicate of the unique-key index: a key is taken
+// while a job holding it is in one of these states.
+const unfinishedStates = `('available', 'scheduled', 'running', 'retryable', 'stuck')`
+
+// sqlJobInsertMany inserts a batch from parallel arrays in one statement.
+// IDs are drawn from the sequence up front, in input order, so that the rows
+// returned can be matched to their input position (ord) and the first of two
+// rows with the same unique key is the one inserted. Rows whose key is taken
+// are skipped by the unique index, which makes concurrent inserts safe.
+const sqlJobInsertMany = `
+WITH input AS MATERIALIZED (
+	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
+	FROM unnest($1::text[], $2::text[], $3::int[], $4::jsonb[], $5::jsonb[],
+	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[])
+		WITH ORDINALITY AS i(in_kind, in_queue, in_priority, in_args, in_metadata,
+		                     in_unique_key, in_max_attempts, in_lease_ttl_ms, in_scheduled_at, ord)
+	ORDER BY ord
+),
+inserted AS (
+	INSERT INTO leasehold_job (id, kind, queue, state, priority, args, metadata,
+	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at)
+	SELECT new_id, in_kind, in_queue,
+		CASE WHEN in_scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
+		in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
+		in_lease_ttl_ms, coalesce(in_scheduled_at, now())
+	FROM input
+	ORDER BY ord
+	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + unfinishedStates + `
+	DO NOTHING
+	RETURNING ` + jobColumns + `
+)
+SELECT input.ord, inserted.*
+FROM inserted JOIN input ON input.new_id = inserted.id`
+
+// sqlJobGetUnfinishedByKeys returns the jobs holding the given unique keys.
+const sqlJobGetUnfinishedByKeys = `
+SELECT ` + jobColumns + `
+FROM leasehold_job
+WHERE unique_key = ANY($1::text[]) AND state IN ` + unfinishedStates
+
+// sqlNotifyInserts wakes the listeners of each queue in $1. Postgres delivers
+// the notifications when the transaction commits.
+const sqlNotifyInserts = `
+SELECT pg_notify('leasehold_insert', q) FROM unnest($1::text[]) AS q`
+
+// insertChannel is the LISTEN/NOTIFY channel; payloads are queue names.
+const insertChannel = "leasehold_insert"
+
+// sqlListen and sqlUnlisten subscribe a connection to insertChannel.
+const (
+	sqlListen   = `LISTEN leasehold_insert`
+	sqlUnlisten = `UNLISTEN leasehold_insert`
+)
+
+// jobCopyColumns are the columns JobInsertFast copies; the rest take their
+// defaults.
+var jobCopyColumns = []string{
+	"kind", "queue", "state", "priority", "args", "metadata",
+	"max_attempts", "lease_ttl_ms", "scheduled_at",
+}
+
+// sqlNow reads the database clock (the transaction's start inside one).
+const sqlNow = `SELECT now()`

@@ -1,0 +1,129 @@
+package postgres
+
+// sqlJobClaim leases up to $2 jobs of queue $1. The picked CTE is
+// materialized so that LIMIT and SKIP LOCKED apply once, before the update;
+// concurrent claimers skip each other's rows instead of waiting on them.
+// The TTL is the job's own, else the per-kind TTL from the parallel arrays
+// $4/$5, else $6, all in milliseconds. Kinds in $7 get the stuck policy.
+const sqlJobClaim = `
+WITH picked AS MATERIALIZED (
+	SELECT id AS picked_id
+	FROM leasehold_job
+	WHERE state IN ('available', 'scheduled', 'retryable')
+		AND queue = $1
+		AND scheduled_at <= now()
+	ORDER BY priority, scheduled_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE leasehold_job SET
+	state = 'running',
+	attempt = attempt + 1,
+	lease_token = lease_token + 1,
+	lease_owner = $3,
+	leased_at = now(),
+	lease_until = now() + coalesce(
+		lease_ttl_ms,
+		(SELECT k.ttl_ms FROM unnest($4::text[], $5::bigint[]) AS k(ttl_kind, ttl_ms)
+		 WHERE k.ttl_kind = leasehold_job.kind LIMIT 1),
+		$6::bigint) * interval '1 millisecond',
+	heartbeat_at = NULL,
+	heartbeats = 0,
+	expiry_policy = CASE WHEN kind = ANY($7::text[]) THEN 'stuck' ELSE 'retry' END
+FROM picked
+WHERE id = picked.picked_id
+RETURNING ` + jobColumns
+
+// sqlJobHeartbeat renews the leases given as parallel arrays of id, token
+// and TTL in milliseconds. It writes only unindexed columns, so Postgres can
+// apply it as a HOT update. The clock is read once (a materialized CTE) so
+// that heartbeat_at and lease_until agree.
+const sqlJobHeartbeat = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS hb_now)
+UPDATE leasehold_job SET
+	lease_until = clock.hb_now + t.hb_ttl_ms * interval '1 millisecond',
+	heartbeat_at = clock.hb_now,
+	heartbeats = heartbeats + 1
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(hb_id, hb_token, hb_ttl_ms), clock
+WHERE id = t.hb_id
+	AND lease_token = t.hb_token
+	AND state = 'running'
+	AND lease_until > clock.hb_now
+RETURNING id`
+
+// sqlJobFinish ends the leases given as parallel arrays and appends their
+// attempt rows in the same statement. It reads clock_timestamp(), not now():
+// it may run late in a long user transaction (CompleteTx), where now() is the
+// transaction's start and would accept a lease that has since expired.
+const sqlJobFinish = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
+input AS (
+	SELECT *
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
+	            $5::timestamptz[], $6::text[], $7::boolean[])
+		AS t(fin_id, fin_token, fin_state, fin_outcome, fin_scheduled_at, fin_error, fin_count_error)
+),
+finished AS (
+	UPDATE leasehold_job SET
+		state = input.fin_state,
+		scheduled_at = CASE
+			WHEN input.fin_state IN ('retryable', 'scheduled') THEN coalesce(input.fin_scheduled_at, clock.fin_now)
+			WHEN input.fin_state = 'available' THEN clock.fin_now
+			ELSE scheduled_at END,
+		errors = errors + CASE WHEN input.fin_count_error THEN 1 ELSE 0 END,
+		last_error = CASE WHEN input.fin_error <> '' THEN input.fin_error ELSE last_error END,
+		finalized_at = CASE
+			WHEN input.fin_state IN ('completed', 'discarded', 'cancelled', 'stuck') THEN clock.fin_now
+			END
+	FROM input, clock
+	WHERE id = input.fin_id
+		AND lease_token = input.fin_token
+		AND state = 'running'
+		AND lease_until > clock.fin_now
+	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, clock.fin_now, input.fin_outcome, input.fin_error
+),
+recorded AS (
+	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	                               last_heartbeat_at, heartbeats, finished_at, outcome, error)
+	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, fin_now, fin_outcome, nullif(fin_error, '')
+	FROM finished
+)
+SELECT id FROM finished`
+
+// sqlJobExpire reclaims up to $1 running jobs whose lease expired. Locking
+// with SKIP LOCKED in a materialized CTE lets many watchers run at once
+// without reclaiming a job twice. A job goes to stuck when its policy says so
+// or when it reaches $2 expiries ($2 > 0); stuck counts as finalized.
+const sqlJobExpire = `
+WITH picked AS MATERIALIZED (
+	SELECT id AS picked_id,
+		expiry_policy = 'stuck' OR ($2::int > 0 AND expiries + 1 >= $2::int) AS to_stuck
+	FROM leasehold_job
+	WHERE state = 'running' AND lease_until < now()
+	ORDER BY id
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+),
+expired AS (
+	UPDATE leasehold_job SET
+		expiries = expiries + 1,
+		state = CASE WHEN picked.to_stuck THEN 'stuck' ELSE 'available' END,
+		scheduled_at = CASE WHEN picked.to_stuck THEN scheduled_at ELSE now() END,
+		finalized_at = CASE WHEN picked.to_stuck THEN now() END,
+		last_error = format('lease expired: owner %s, token %s, lease until %s',
+			lease_owner, lease_token,
+			to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+	FROM picked
+	WHERE id = picked.picked_id
+	RETURNING leasehold_job.*
+),
+recorded AS (
+	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	                               last_heartbeat_at, heartbeats, finished_at, outcome, error)
+	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, now(), 'lease_expired', last_error
+	FROM expired
+)
+SELECT ` + jobColumns + ` FROM expired ORDER BY id`
