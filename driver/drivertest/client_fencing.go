@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,15 +26,23 @@ type blockWorker struct {
 	log       *runLog
 	started   chan *leasehold.Job[blockArgs]
 	release   chan struct{}
+	closeOnce sync.Once
 	ignoreCtx bool
 	ctxCause  chan error
 	finish    func(ctx context.Context, j *leasehold.Job[blockArgs]) error
 }
 
-func newBlockWorker(ignoreCtx bool) *blockWorker {
-	return &blockWorker{log: newRunLog(), started: make(chan *leasehold.Job[blockArgs], 100), release: make(chan struct{}),
+// newBlockWorker returns a worker whose handlers are released at the end of
+// the test at the latest, so that a failed test never leaves one blocked.
+func newBlockWorker(t *testing.T, ignoreCtx bool) *blockWorker {
+	w := &blockWorker{log: newRunLog(), started: make(chan *leasehold.Job[blockArgs], 100), release: make(chan struct{}),
 		ignoreCtx: ignoreCtx, ctxCause: make(chan error, 100)}
+	t.Cleanup(w.releaseAll)
+	return w
 }
+
+// releaseAll lets every current and future handler finish.
+func (w *blockWorker) releaseAll() { w.closeOnce.Do(func() { w.releaseAll() }) }
 
 func (w *blockWorker) Work(ctx context.Context, j *leasehold.Job[blockArgs]) error {
 	w.log.add(j.JobRow)
@@ -91,7 +100,7 @@ func testClientPausedPastLease[TTx any](t *testing.T, b Backend[TTx]) {
 			env := newClientEnv(t, b)
 			ttl := 600 * time.Millisecond
 			fd := newFaultDriver(env.d)
-			slow := newBlockWorker(true)
+			slow := newBlockWorker(t, true)
 			var txErr error
 			txDone := make(chan struct{})
 			if viaTx {
@@ -130,8 +139,8 @@ func testClientPausedPastLease[TTx any](t *testing.T, b Backend[TTx]) {
 				t.Fatalf("handler context not cancelled within 2×TTL of the pause")
 			}
 
-			fast := newBlockWorker(false)
-			close(fast.release)
+			fast := newBlockWorker(t, false)
+			fast.releaseAll()
 			bClient := env.client(nil, leasehold.Config{ID: "healthy", LeaseTTL: ttl, Workers: workersFor(fast, nil)})
 			row := env.waitState(job.ID, leasetype.JobStateCompleted, 10*time.Second)
 			if row.LeaseToken != 2 || row.LeaseOwner != bClient.Owner() {
@@ -140,7 +149,7 @@ func testClientPausedPastLease[TTx any](t *testing.T, b Backend[TTx]) {
 
 			// The paused worker wakes up and finishes its work.
 			fd.set(faultNone)
-			close(slow.release)
+			slow.releaseAll()
 			if viaTx {
 				<-txDone
 				var lle *leasehold.LeaseLostError
@@ -173,7 +182,7 @@ func testClientCrashRecovery[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	ttl := time.Second
 	fd := newFaultDriver(env.d)
-	crashing := newBlockWorker(false)
+	crashing := newBlockWorker(t, false)
 	a := env.client(fd, leasehold.Config{ID: "crashing", LeaseTTL: ttl, Workers: workersFor(crashing, nil)})
 	var ids []int64
 	for range 5 {
@@ -182,8 +191,8 @@ func testClientCrashRecovery[TTx any](t *testing.T, b Backend[TTx]) {
 	for range ids {
 		recvJob(t, crashing.started, 5*time.Second)
 	}
-	healthy := newBlockWorker(false)
-	close(healthy.release)
+	healthy := newBlockWorker(t, false)
+	healthy.releaseAll()
 	bClient := env.client(nil, leasehold.Config{ID: "survivor", LeaseTTL: ttl, WatcherInterval: time.Second, Workers: workersFor(healthy, nil)})
 
 	crashAt := time.Now()
@@ -212,7 +221,7 @@ func testClientStuckPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	ttl := 500 * time.Millisecond
 	fd := newFaultDriver(env.d)
-	crashing := newBlockWorker(false)
+	crashing := newBlockWorker(t, false)
 	stuckOpts := &leasehold.WorkerOpts{ExpiryPolicy: leasetype.ExpiryStuck}
 	a := env.client(fd, leasehold.Config{ID: "crashing", LeaseTTL: ttl, Workers: workersFor(crashing, stuckOpts)})
 	job := insert(t, a, blockArgs{Name: "charge"}, nil)
@@ -220,8 +229,8 @@ func testClientStuckPolicy[TTx any](t *testing.T, b Backend[TTx]) {
 	if row := env.job(job.ID); row.ExpiryPolicy != leasetype.ExpiryStuck {
 		t.Fatalf("claimed job's expiry policy = %q, want stuck", row.ExpiryPolicy)
 	}
-	healthy := newBlockWorker(false)
-	close(healthy.release)
+	healthy := newBlockWorker(t, false)
+	healthy.releaseAll()
 	// The survivor runs the retry policy for this kind: the policy recorded
 	// at claim time, by the worker that ran it, is the one that applies.
 	bClient := env.client(nil, leasehold.Config{ID: "survivor", LeaseTTL: ttl, Workers: workersFor(healthy, nil)})

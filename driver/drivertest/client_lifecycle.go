@@ -71,7 +71,7 @@ func testClientDatabaseOutage[TTx any](t *testing.T, b Backend[TTx]) {
 			env := newClientEnv(t, b)
 			ttl := 3 * time.Second
 			fd := newFaultDriver(env.d)
-			w := newBlockWorker(false)
+			w := newBlockWorker(t, false)
 			c := env.client(fd, leasehold.Config{LeaseTTL: ttl, Workers: workersFor(w, nil)})
 			var ids []int64
 			for range 3 {
@@ -83,7 +83,7 @@ func testClientDatabaseOutage[TTx any](t *testing.T, b Backend[TTx]) {
 			fd.set(mode)
 			time.Sleep(ttl / 2)
 			fd.set(faultNone)
-			close(w.release)
+			w.releaseAll()
 			for _, id := range ids {
 				row := env.waitState(id, leasetype.JobStateCompleted, 10*time.Second)
 				if row.Attempt != 1 || row.Expiries != 0 {
@@ -103,7 +103,7 @@ func testClientStartUnreachable[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	fd := newFaultDriver(env.d)
 	fd.set(faultPartition)
-	c, err := leasehold.NewClient[TTx](fd, testConfig(leasehold.Config{Workers: workersFor(newBlockWorker(false), nil)}))
+	c, err := leasehold.NewClient[TTx](fd, testConfig(leasehold.Config{Workers: workersFor(newBlockWorker(t, false), nil)}))
 	if err != nil {
 		t.Fatal(err)
 	}

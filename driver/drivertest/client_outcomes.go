@@ -125,7 +125,7 @@ func testClientStop[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Run("Graceful", func(t *testing.T) {
 		t.Parallel()
 		env := newClientEnv(t, b)
-		w := newBlockWorker(true)
+		w := newBlockWorker(t, true)
 		c := env.client(nil, leasehold.Config{Workers: workersFor(w, nil)})
 		job := insert(t, c, blockArgs{Name: "graceful"}, nil)
 		recvJob(t, w.started, 5*time.Second)
@@ -136,7 +136,7 @@ func testClientStop[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("Stop returned %v while a handler was running", err)
 		case <-time.After(200 * time.Millisecond):
 		}
-		close(w.release)
+		w.releaseAll()
 		if err := <-stopped; err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
@@ -152,7 +152,7 @@ func testClientStop[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Run("Cancel", func(t *testing.T) {
 		t.Parallel()
 		env := newClientEnv(t, b)
-		w := newBlockWorker(false)
+		w := newBlockWorker(t, false)
 		c := env.client(nil, leasehold.Config{Workers: workersFor(w, nil)})
 		job := insert(t, c, blockArgs{Name: "cancel"}, nil)
 		recvJob(t, w.started, 5*time.Second)
