@@ -68,6 +68,24 @@ func exerciseExecutor[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	})
 
+	t.Run("ClosedAfterRollback", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		outer := begin(t, exec)
+		inner := begin(t, outer)
+		if err := outer.Rollback(t.Context()); err != nil {
+			t.Fatalf("Rollback: %v", err)
+		}
+		if _, err := outer.JobList(t.Context(), &driver.JobListParams{}); !errors.Is(err, driver.ErrClosed) {
+			t.Errorf("JobList on a rolled-back transaction: got %v, want driver.ErrClosed", err)
+		}
+		if _, err := inner.JobList(t.Context(), &driver.JobListParams{}); !errors.Is(err, driver.ErrClosed) {
+			t.Errorf("JobList in a savepoint of a rolled-back transaction: got %v, want driver.ErrClosed", err)
+		}
+		// The pool is usable again (on SQLite the write lock was released).
+		mustInsertOne(t, exec, jobParams("k", "q"))
+	})
+
 	t.Run("NestedRollbackKeepsOuter", func(t *testing.T) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -175,6 +176,15 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		if again.Attempt != 2 || again.LeaseToken != job.LeaseToken+1 || again.Errors != 1 {
 			t.Errorf("re-claim: attempt %d token %d errors %d, want 2 %d 1", again.Attempt, again.LeaseToken, job.LeaseToken+1, again.Errors)
 		}
+		// A completion without an error keeps the last failure's text.
+		mustFinish(t, exec, completeItem(again))
+		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateCompleted || got.Errors != 1 || got.LastError != "panic: boom" {
+			t.Errorf("after completing: state %s errors %d last error %q, want completed 1 \"panic: boom\"", got.State, got.Errors, got.LastError)
+		}
+		attempts := mustAttempts(t, exec, job.ID)
+		if len(attempts) != 2 || attempts[0].Outcome != leasetype.OutcomePanicked || attempts[1].Outcome != leasetype.OutcomeCompleted || attempts[1].Error != "" {
+			t.Errorf("attempts = %+v, want panicked then completed without error", attempts)
+		}
 	})
 
 	t.Run("ErrorWithoutCount", func(t *testing.T) {
@@ -328,6 +338,67 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		for _, j := range jobs {
 			if n := len(mustAttempts(t, exec, j.ID)); n != 1 {
 				t.Errorf("job %d: attempt rows = %d, want 1", j.ID, n)
+			}
+		}
+	})
+
+	t.Run("ConcurrentFinishWritesOnce", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		const jobs, racers = 20, 4
+		var params []*driver.JobInsertParams
+		for range jobs {
+			params = append(params, jobParams("k", "q"))
+		}
+		mustInsert(t, exec, params...)
+		claimed := mustClaim(t, exec, claimParams("q", "w", jobs, longTTL))
+		if len(claimed) != jobs {
+			t.Fatalf("claimed %d jobs, want %d", len(claimed), jobs)
+		}
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			written = map[int64]int{}
+			errs    = make(chan error, racers)
+			start   = make(chan struct{})
+		)
+		for r := range racers {
+			wg.Go(func() {
+				<-start
+				for i := range claimed {
+					j := claimed[(i+r*5)%len(claimed)]
+					// Half the racers complete, half fail: only one may win.
+					item := completeItem(j)
+					if r%2 == 1 {
+						item = &driver.JobFinish{ID: j.ID, Token: j.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e", CountError: true}
+					}
+					ids, err := exec.JobFinish(t.Context(), &driver.JobFinishParams{Items: []*driver.JobFinish{item}})
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for _, id := range ids {
+						written[id]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("JobFinish: %v", err)
+		}
+		for _, j := range claimed {
+			if written[j.ID] != 1 {
+				t.Errorf("job %d: finish written %d times, want 1", j.ID, written[j.ID])
+			}
+			attempts := mustAttempts(t, exec, j.ID)
+			got := mustGet(t, exec, j.ID)
+			if len(attempts) != 1 || got.Errors > 1 {
+				t.Errorf("job %d: %d attempt rows, errors %d; want 1 row and at most 1 error", j.ID, len(attempts), got.Errors)
 			}
 		}
 	})
