@@ -17,8 +17,12 @@ func exerciseExpire[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
-		job := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, shortTTL))
-		mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL})
+		// A long first lease so the heartbeat cannot miss it; the renewal
+		// shortens it.
+		job := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, 10*shortTTL))
+		if ids := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL}); len(ids) != 1 {
+			t.Fatalf("heartbeat renewed %v, want [%d]", ids, job.ID)
+		}
 		renewed := mustGet(t, exec, job.ID)
 		waitLeaseExpired(t, exec, renewed)
 

@@ -208,7 +208,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		at := mustNow(t, exec).Add(300 * time.Millisecond)
+		at := mustNow(t, exec).Add(time.Second)
 		ids := mustFinish(t, exec, &driver.JobFinish{
 			ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateScheduled, Outcome: leasetype.OutcomeSnoozed, ScheduledAt: &at,
 		})

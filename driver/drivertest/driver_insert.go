@@ -57,7 +57,8 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()
 		now := mustNow(t, exec)
-		at := now.Add(400 * time.Millisecond)
+		// Long enough that a slow test run cannot reach it before the first claim.
+		at := now.Add(time.Second)
 		past := now.Add(-time.Hour)
 		pFuture, pPast := jobParams("later", "sched"), jobParams("earlier", "sched")
 		pFuture.ScheduledAt, pPast.ScheduledAt = &at, &past
