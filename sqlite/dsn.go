@@ -1,0 +1,59 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	// Registers the "sqlite" database/sql driver.
+	_ "modernc.org/sqlite"
+)
+
+// BusyTimeout is the busy_timeout, in milliseconds, that DSN configures: how
+// long a connection waits for another process's write lock before failing
+// with SQLITE_BUSY.
+const BusyTimeout = 10_000
+
+// DSN returns the modernc.org/sqlite data source name for the database file at
+// path, configured for a queue:
+//
+//   - _txlock=immediate: every database/sql transaction starts with BEGIN
+//     IMMEDIATE and so holds the write lock from its first statement; a
+//     deferred transaction that reads and then writes can fail with
+//     SQLITE_BUSY when another writer got in between.
+//   - busy_timeout(10000): wait up to 10 s for the write lock.
+//   - journal_mode(WAL): readers do not block the writer, nor it them.
+//   - synchronous(FULL): a committed job survives a power loss.
+//   - foreign_keys(1).
+//
+// Users who open their own *sql.DB for New should use this DSN, or add the
+// same parameters to theirs. The path is a plain file name; it must not
+// contain '?'.
+func DSN(path string) string {
+	params := []string{
+		"_pragma=busy_timeout(" + fmt.Sprint(BusyTimeout) + ")",
+		"_pragma=journal_mode(WAL)",
+		"_pragma=synchronous(FULL)",
+		"_pragma=foreign_keys(1)",
+		"_txlock=immediate",
+	}
+	return path + "?" + strings.Join(params, "&")
+}
+
+// Open opens (creating when missing) the database file at path with DSN and
+// returns a driver on it and the database, which the caller closes. It does
+// not apply migrations.
+func Open(path string) (*Driver, *sql.DB, error) {
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open sqlite database: %w", err)
+	}
+	// The first connection switches the file to WAL; doing it now surfaces a
+	// bad path or a locked file here rather than on first use.
+	if err := db.PingContext(context.Background()); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	}
+	return New(db), db, nil
+}

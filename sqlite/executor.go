@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// querier is what the executor runs statements on: *sql.DB, *sql.Tx or
+// *sql.Conn.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// executor implements driver.Executor on a querier.
+type executor struct {
+	d *Driver
+	q querier
+	// onPool is set when q is the pool: each write then takes the driver's
+	// write lock and its own BEGIN IMMEDIATE transaction. Otherwise q is in a
+	// transaction and writes run in it, under a savepoint.
+	onPool bool
+	// tx is the state of the transaction the driver started for q, nil on
+	// the pool and in a user's transaction.
+	tx *txState
+}
+
+var _ driver.Executor = (*executor)(nil)
+
+// open returns driver.ErrClosed once the executor's transaction, or one it is
+// nested in, has ended.
+func (e *executor) open() error {
+	for t := e.tx; t != nil; t = t.parent {
+		if t.isDone() {
+			return driver.ErrClosed
+		}
+	}
+	return nil
+}
+
+// read returns the querier for a read, or driver.ErrClosed.
+func (e *executor) read() (querier, error) {
+	if err := e.open(); err != nil {
+		return nil, err
+	}
+	return e.q, nil
+}
+
+// write runs fn atomically: on the pool in its own BEGIN IMMEDIATE
+// transaction under the driver's write lock, in a transaction under a
+// savepoint. fn must not keep q.
+func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	if !e.onPool {
+		return withSavepoint(ctx, e.q, "leasehold_write", fn)
+	}
+	release, err := e.d.lockWrites(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	conn, err := e.d.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("get connection: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		conn.Close()
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := fn(conn); err != nil {
+		endImmediate(ctx, conn, false) //nolint:errcheck // fn's error is the one to report
+		return err
+	}
+	return endImmediate(ctx, conn, true)
+}
+
+// Exec runs sql, which may hold several statements separated by semicolons.
+// On the pool it runs under the driver's write lock but in no transaction of
+// its own, so it may hold statements that cannot run in one (VACUUM).
+func (e *executor) Exec(ctx context.Context, sql string) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	if e.onPool {
+		release, err := e.d.lockWrites(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	if _, err := e.q.ExecContext(ctx, sql); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	return nil
+}
+
+// Now returns the database clock.
+func (e *executor) Now(ctx context.Context) (time.Time, error) {
+	q, err := e.read()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var us int64
+	if err := q.QueryRowContext(ctx, queryNow).Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", err)
+	}
+	return fromMicros(us), nil
+}

@@ -1,0 +1,116 @@
+package sqlite
+
+// SQL for inserting, reading and administering jobs. Parameters are numbered
+// (?1, ?2, ...) so that one value can appear twice.
+
+// sqlNow is the database clock in microseconds since the Unix epoch. SQLite
+// keeps 'now' to the millisecond and holds it still within one statement.
+const sqlNow = "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
+
+// queryNow reads the database clock.
+const queryNow = "SELECT " + sqlNow
+
+// jobColumns are the job columns in the order scanJob reads them.
+const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key,
+	attempt, max_attempts, errors, expiries, last_error,
+	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
+	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at`
+
+// attemptColumns are the attempt columns in the order scanAttempt reads them.
+const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
+	last_heartbeat_at, heartbeats, finished_at, outcome, error`
+
+// unfinishedStates is the state list of the partial unique index on
+// unique_key; a query repeats it verbatim so the planner can use the index.
+const unfinishedStates = `('available', 'scheduled', 'running', 'retryable', 'stuck')`
+
+// finalizedStates get finalized_at: the final states and stuck.
+const finalizedStates = `('completed', 'discarded', 'cancelled', 'stuck')`
+
+// queryJobInsert inserts one job, skipping it when its unique key is taken
+// by an unfinished job (the partial unique index; an upsert without a
+// conflict target covers any unique index). ?1 kind, ?2 queue, ?3 priority,
+// ?4 args, ?5 metadata, ?6 unique key, ?7 max attempts, ?8 lease TTL in ms,
+// ?9 scheduled_at or NULL, ?10 now.
+const queryJobInsert = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at)
+VALUES (?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' ELSE 'available' END,
+	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10)
+ON CONFLICT DO NOTHING
+RETURNING ` + jobColumns
+
+// queryJobGetUnfinishedByKey finds the unfinished job holding a unique key.
+const queryJobGetUnfinishedByKey = `SELECT ` + jobColumns + `
+FROM leasehold_job
+WHERE unique_key = ?1 AND unique_key IS NOT NULL AND state IN ` + unfinishedStates
+
+// queryJobInsertFastPrefix starts a multi-row insert; each row is
+// jobInsertFastRow, with the parameters of jobInsertFastArgs.
+const queryJobInsertFastPrefix = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at)
+VALUES `
+
+// jobInsertFastRow is one row of a fast insert. Its parameters: kind, queue,
+// scheduled_at (for the state), now, priority, args, metadata, max attempts,
+// lease TTL in ms, scheduled_at, now, now.
+const jobInsertFastRow = `(?, ?, CASE WHEN ? > ? THEN 'scheduled' ELSE 'available' END,
+	?, ?, ?, ?, ?, coalesce(?, ?), ?)`
+
+// queryJobGet reads one job.
+const queryJobGet = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = ?1`
+
+// queryJobListPrefix starts a job listing; JobList adds the filters, then
+// queryJobListSuffix with the limit.
+const queryJobListPrefix = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE 1`
+
+// Filters of a job listing, each with one parameter.
+const (
+	jobListByStates    = ` AND state IN (SELECT value FROM json_each(?))`
+	jobListByQueue     = ` AND queue = ?`
+	jobListByKind      = ` AND kind = ?`
+	jobListByUniqueKey = ` AND unique_key = ?`
+	jobListBeforeID    = ` AND id < ?`
+)
+
+// queryJobListSuffix orders a job listing, newest first, and limits it.
+const queryJobListSuffix = ` ORDER BY id DESC LIMIT ?`
+
+// queryJobAttempts reads a job's attempt history, oldest first.
+const queryJobAttempts = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt WHERE job_id = ?1 ORDER BY token`
+
+// queryJobSetState is an operator's state change of a job that is not
+// running. ?1 id, ?2 new state, ?3 scheduled_at or NULL, ?4 reset errors,
+// ?5 note or NULL, ?6 JSON array of the states it may move from.
+const queryJobSetState = `UPDATE leasehold_job
+SET state = ?2,
+	scheduled_at = CASE
+		WHEN ?3 IS NOT NULL THEN ?3
+		WHEN ?2 = 'available' THEN ` + sqlNow + `
+		ELSE scheduled_at END,
+	finalized_at = CASE WHEN ?2 IN ` + finalizedStates + ` THEN ` + sqlNow + ` END,
+	errors = CASE WHEN ?4 THEN 0 ELSE errors END,
+	expiries = CASE WHEN ?4 THEN 0 ELSE expiries END,
+	last_error = coalesce(?5, last_error)
+WHERE id = ?1 AND state <> 'running'
+	AND state IN (SELECT value FROM json_each(?6))
+RETURNING ` + jobColumns
+
+// queryJobCountByState counts jobs per queue and state.
+const queryJobCountByState = `SELECT queue, state, count(*)
+FROM leasehold_job GROUP BY queue, state ORDER BY queue, state`
+
+// Migration bookkeeping.
+const (
+	queryMigrationCreateTable = `CREATE TABLE IF NOT EXISTS leasehold_migration (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_at INTEGER NOT NULL
+)`
+	queryMigrationApplied = `SELECT version FROM leasehold_migration ORDER BY version`
+	queryMigrationInsert  = `INSERT INTO leasehold_migration (version, name, applied_at)
+VALUES (?1, ?2, ` + sqlNow + `)`
+	queryMigrationDelete = `DELETE FROM leasehold_migration WHERE version = ?1`
+)

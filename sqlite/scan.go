@@ -1,0 +1,125 @@
+package sqlite
+
+import (
+	"database/sql"
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads a row selected with jobColumns.
+func scanJob(s rowScanner) (*leasetype.JobRow, error) {
+	var (
+		j                                        leasetype.JobRow
+		uniqueKey, lastError, leaseOwner         sql.NullString
+		leasedAt, leaseUntil, heartbeatAt, ttlMS sql.NullInt64
+		finalizedAt                              sql.NullInt64
+		scheduledAt, createdAt                   int64
+		state, expiryPolicy                      string
+		args, metadata                           []byte
+	)
+	err := s.Scan(
+		&j.ID, &j.Kind, &j.Queue, &state, &j.Priority, &args, &metadata, &uniqueKey,
+		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
+		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
+		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
+	)
+	if err != nil {
+		return nil, err
+	}
+	j.State = leasetype.JobState(state)
+	j.EncodedArgs = args
+	j.Metadata = metadata
+	j.UniqueKey = uniqueKey.String
+	j.LastError = lastError.String
+	j.LeaseOwner = leaseOwner.String
+	j.LeasedAt = nullTime(leasedAt)
+	j.LeaseUntil = nullTime(leaseUntil)
+	j.HeartbeatAt = nullTime(heartbeatAt)
+	if ttlMS.Valid {
+		j.LeaseTTL = time.Duration(ttlMS.Int64) * time.Millisecond
+	}
+	j.ExpiryPolicy = leasetype.ExpiryPolicy(expiryPolicy)
+	j.ScheduledAt = fromMicros(scheduledAt)
+	j.CreatedAt = fromMicros(createdAt)
+	j.FinalizedAt = nullTime(finalizedAt)
+	return &j, nil
+}
+
+// scanJobs reads every row of rows and closes it.
+func scanJobs(rows *sql.Rows) ([]*leasetype.JobRow, error) {
+	defer rows.Close()
+	var out []*leasetype.JobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// scanAttempt reads a row selected with attemptColumns.
+func scanAttempt(s rowScanner) (*leasetype.AttemptRow, error) {
+	var (
+		a                           leasetype.AttemptRow
+		leasedAt, until, finishedAt int64
+		heartbeatAt                 sql.NullInt64
+		outcome                     string
+		errText                     sql.NullString
+	)
+	err := s.Scan(&a.JobID, &a.Attempt, &a.Token, &a.Owner, &leasedAt, &until,
+		&heartbeatAt, &a.Heartbeats, &finishedAt, &outcome, &errText)
+	if err != nil {
+		return nil, err
+	}
+	a.LeasedAt = fromMicros(leasedAt)
+	a.LeaseUntil = fromMicros(until)
+	a.LastHeartbeatAt = nullTime(heartbeatAt)
+	a.FinishedAt = fromMicros(finishedAt)
+	a.Outcome = leasetype.AttemptOutcome(outcome)
+	a.Error = errText.String
+	return &a, nil
+}
+
+// fromMicros converts stored microseconds since the Unix epoch to a UTC time.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func nullTime(us sql.NullInt64) *time.Time {
+	if !us.Valid {
+		return nil
+	}
+	t := fromMicros(us.Int64)
+	return &t
+}
+
+// micros converts a time to the stored form; nil stays NULL.
+func micros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// millis converts a lease duration to whole milliseconds, rounding up so
+// that a positive duration never becomes zero; zero stays NULL.
+func millis(d time.Duration) any {
+	if d <= 0 {
+		return nil
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
