@@ -446,6 +446,37 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustGet(t, exec, other.ID)
 	})
 
+	t.Run("InUserTxAfterExpiryWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		d := b.New(t)
+		exec := d.GetExecutor()
+		mustInsertOne(t, exec, jobParams("k", "q"))
+		job := mustClaimOne(t, exec, claimParams("q", "w", 1, shortTTL))
+		claimed := time.Now()
+		// The transaction starts while the lease is live (a handler's
+		// business transaction) and ends after it has expired: the lease
+		// check must use the time of the write, not of the transaction's start.
+		tx, txExec := userTx(t, b, d)
+		mustGet(t, txExec, job.ID)
+		// Only the transaction's executor may be used while it is open (one
+		// SQLite connection may be all there is), so wait on the local
+		// monotonic clock: the lease ends at most shortTTL after the claim.
+		time.Sleep(time.Until(claimed.Add(shortTTL + 100*time.Millisecond)))
+		if ids := mustHeartbeat(t, txExec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(ids) != 0 {
+			t.Errorf("heartbeat in a transaction after the lease expired renewed %v, want nothing", ids)
+		}
+		if ids := mustFinish(t, txExec, completeItem(job)); len(ids) != 0 {
+			t.Errorf("finish in a transaction after the lease expired wrote %v, want nothing", ids)
+		}
+		if err := b.CommitTx(t.Context(), tx); err != nil {
+			t.Fatalf("CommitTx: %v", err)
+		}
+		assertUnchanged(t, exec, "job with the expired lease", job)
+		if n := len(mustAttempts(t, exec, job.ID)); n != 0 {
+			t.Errorf("attempt rows = %d, want 0", n)
+		}
+	})
+
 	t.Run("InUserTxStaleTokenWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		d := b.New(t)

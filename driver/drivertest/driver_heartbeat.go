@@ -63,16 +63,28 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	})
 
-	t.Run("CanShortenLease", func(t *testing.T) {
+	t.Run("EachLeaseItsTTL", func(t *testing.T) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()
-		mustInsertOne(t, exec, jobParams("k", "q"))
-		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		renewed := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: 5 * time.Second})
-		assertSameIDs(t, "renewed", renewed, []int64{job.ID})
-		got := mustGet(t, exec, job.ID)
-		if got.HeartbeatAt != nil && got.LeaseUntil != nil {
-			assertDuration(t, "LeaseUntil - HeartbeatAt", got.LeaseUntil.Sub(*got.HeartbeatAt), 5*time.Second)
+		mustInsert(t, exec, jobParams("k", "q"), jobParams("k", "q"))
+		jobs := mustClaim(t, exec, claimParams("q", "w", 2, longTTL))
+		if len(jobs) != 2 {
+			t.Fatalf("claimed %d jobs, want 2", len(jobs))
+		}
+		// The second renewal shortens its lease: the TTL is the caller's.
+		ttls := []time.Duration{2 * longTTL, 5 * time.Second}
+		renewed := mustHeartbeat(t, exec,
+			driver.LeaseRenewal{ID: jobs[0].ID, Token: jobs[0].LeaseToken, TTL: ttls[0]},
+			driver.LeaseRenewal{ID: jobs[1].ID, Token: jobs[1].LeaseToken, TTL: ttls[1]},
+		)
+		assertSameIDs(t, "renewed", renewed, jobIDs(jobs))
+		for i, j := range jobs {
+			got := mustGet(t, exec, j.ID)
+			if got.HeartbeatAt == nil || got.LeaseUntil == nil {
+				t.Errorf("job %d: HeartbeatAt %v LeaseUntil %v, want both set", j.ID, got.HeartbeatAt, got.LeaseUntil)
+				continue
+			}
+			assertDuration(t, fmt.Sprintf("job %d LeaseUntil - HeartbeatAt", j.ID), got.LeaseUntil.Sub(*got.HeartbeatAt), ttls[i])
 		}
 	})
 
