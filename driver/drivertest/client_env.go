@@ -60,9 +60,20 @@ func (e *clientEnv[TTx]) client(d driver.Driver[TTx], cfg leasehold.Config) *lea
 			e.t.Fatalf("Start: %v", err)
 		}
 		e.t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = c.StopAndCancel(ctx)
+			// A handler that ignores its context can hold Stop until a later
+			// cleanup releases it: do not wait for it forever here.
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = c.StopAndCancel(ctx)
+			}()
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				e.t.Errorf("client %s did not stop within 10 s", c.Owner())
+			}
 		})
 	}
 	return c

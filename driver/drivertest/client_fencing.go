@@ -42,7 +42,7 @@ func newBlockWorker(t *testing.T, ignoreCtx bool) *blockWorker {
 }
 
 // releaseAll lets every current and future handler finish.
-func (w *blockWorker) releaseAll() { w.closeOnce.Do(func() { w.releaseAll() }) }
+func (w *blockWorker) releaseAll() { w.closeOnce.Do(func() { close(w.release) }) }
 
 func (w *blockWorker) Work(ctx context.Context, j *leasehold.Job[blockArgs]) error {
 	w.log.add(j.JobRow)
@@ -128,8 +128,8 @@ func testClientPausedPastLease[TTx any](t *testing.T, b Backend[TTx]) {
 				t.Fatalf("first lease token = %d, want 1", first.Token())
 			}
 
-			// The worker pauses: its renewals and outcomes stop reaching the database.
-			fd.set(faultPauseLeases)
+			// The worker pauses: nothing it sends reaches the database.
+			fd.set(faultBlackhole)
 			select {
 			case cause := <-slow.ctxCause:
 				if !leasehold.IsLeaseLost(cause) {
