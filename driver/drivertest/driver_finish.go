@@ -259,7 +259,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		{leasetype.JobStateCancelled, leasetype.OutcomeCancelled},
 		{leasetype.JobStateDiscarded, leasetype.OutcomeFailed},
 	} {
-		t.Run("Final"+string(tc.state), func(t *testing.T) {
+		t.Run("Final"+title(string(tc.state)), func(t *testing.T) {
 			t.Parallel()
 			exec := b.New(t).GetExecutor()
 			mustInsertOne(t, exec, jobParams("k", "q"))

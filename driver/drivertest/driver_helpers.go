@@ -442,3 +442,11 @@ func userTx[TTx any](t *testing.T, b Backend[TTx], d driver.Driver[TTx]) (TTx, d
 
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }
+
+// title upper-cases the first letter of an ASCII word, for subtest names.
+func title(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

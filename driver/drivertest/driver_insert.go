@@ -171,7 +171,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 	})
 
 	for _, final := range []leasetype.JobState{leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled} {
-		t.Run("UniqueKeyFreeAfter"+string(final), func(t *testing.T) {
+		t.Run("UniqueKeyFreeAfter"+title(string(final)), func(t *testing.T) {
 			t.Parallel()
 			exec := b.New(t).GetExecutor()
 			p := jobParams("charge", "pay")
