@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -357,6 +359,78 @@ func TestInsertUniqueConcurrent(t *testing.T) {
 	}
 	if inserted != 1 {
 		t.Fatalf("%d inserters inserted, want exactly 1", inserted)
+	}
+}
+
+// TestInsertUniqueBatchesNoDeadlock inserts batches holding the same unique
+// keys in opposite orders from many goroutines at once. Inserting in key
+// order keeps the batches from waiting on each other in a cycle.
+func TestInsertUniqueBatchesNoDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+
+	// Enough keys that the batches overlap in time.
+	var keys []string
+	for k := range 2000 {
+		keys = append(keys, fmt.Sprintf("key-%04d", k))
+	}
+	const inserters = 8
+	errs := make([]error, inserters)
+	byKey := make([]map[string]int64, inserters)
+	// Open the connections up front so that the batches start together.
+	var conns []*pgxpool.Conn
+	for range inserters {
+		c, err := d.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for i := range inserters {
+		order := slices.Clone(keys)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		params := make([]*driver.JobInsertParams, len(order))
+		for k, key := range order {
+			params[k] = testJob("batches")
+			params[k].UniqueKey = key
+		}
+		wg.Go(func() {
+			<-start
+			res, err := exec.JobInsertMany(ctx, params)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			byKey[i] = map[string]int64{}
+			for k, r := range res {
+				if r.Job.UniqueKey != order[k] {
+					errs[i] = fmt.Errorf("result %d has key %q, want %q", k, r.Job.UniqueKey, order[k])
+					return
+				}
+				byKey[i][order[k]] = r.Job.ID
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("inserter %d: %v", i, err)
+		}
+		if !maps.Equal(byKey[i], byKey[0]) {
+			t.Fatalf("inserter %d saw jobs %v, inserter 0 saw %v", i, byKey[i], byKey[0])
+		}
 	}
 }
 

@@ -6,9 +6,13 @@ const unfinishedStates = `('available', 'scheduled', 'running', 'retryable', 'st
 
 // sqlJobInsertMany inserts a batch from parallel arrays in one statement.
 // IDs are drawn from the sequence up front, in input order, so that the rows
-// returned can be matched to their input position (ord) and the first of two
-// rows with the same unique key is the one inserted. Rows whose key is taken
-// are skipped by the unique index, which makes concurrent inserts safe.
+// returned can be matched to their input position (ord). Rows whose key is
+// taken are skipped by the unique index, which makes concurrent inserts safe.
+//
+// Rows go in in unique-key order: an insert waits for a concurrent
+// uncommitted holder of its key, and two batches that take the same keys in
+// opposite orders would otherwise deadlock. Within a key, input order holds,
+// so the first of two rows with the same key is the one inserted.
 const sqlJobInsertMany = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
@@ -26,7 +30,7 @@ inserted AS (
 		in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
 		in_lease_ttl_ms, coalesce(in_scheduled_at, now())
 	FROM input
-	ORDER BY ord
+	ORDER BY in_unique_key, ord
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + unfinishedStates + `
 	DO NOTHING
 	RETURNING ` + jobColumns + `
