@@ -13,7 +13,8 @@ import (
 )
 
 // JobClaim leases up to params.Max jobs of params.Queue in one UPDATE ...
-// RETURNING, in its own immediate transaction on the pool.
+// RETURNING, in its own immediate transaction on the pool. On the pool an
+// empty queue is seen by a read first, without waiting for the write lock.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	kindTTL := make(map[string]int64, len(params.KindLeaseTTL))
 	for kind, ttl := range params.KindLeaseTTL {
@@ -35,6 +36,14 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 	defaultTTL, _ := millis(params.DefaultLeaseTTL).(int64)
 
+	if e.onPool {
+		if any, err := e.exists(ctx, queryJobClaimableExists, params.Queue); err != nil || !any {
+			if err != nil {
+				return nil, fmt.Errorf("claim jobs: %w", err)
+			}
+			return []*leasetype.JobRow{}, nil
+		}
+	}
 	var jobs []*leasetype.JobRow
 	err = e.write(ctx, func(q querier) error {
 		rows, err := q.QueryContext(ctx, queryJobClaim, params.Owner, string(kindTTLJSON),
@@ -48,11 +57,25 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	if jobs == nil {
+		jobs = []*leasetype.JobRow{}
+	}
 	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority),
 			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, nil
+}
+
+// exists runs a query of one row or none, outside any transaction of the
+// executor's own; a read in WAL mode waits for no writer.
+func (e *executor) exists(ctx context.Context, query string, args ...any) (bool, error) {
+	var one int
+	err := e.q.QueryRowContext(ctx, query, args...).Scan(&one)
+	if isNoRows(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // leaseRenewal is the JSON form of a driver.LeaseRenewal for queryJobHeartbeat.
@@ -76,84 +99,129 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: encode: %w", err)
 	}
-	ids := []int64{}
+	var ids []int64
 	err = e.write(ctx, func(q querier) error {
-		ids = ids[:0]
 		rows, err := q.QueryContext(ctx, queryJobHeartbeat, string(leasesJSON))
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		return rows.Err()
+		ids, err = scanIDs(rows)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	if ids == nil {
+		ids = []int64{}
 	}
 	slices.Sort(ids)
 	return ids, nil
 }
 
-// JobFinish ends the leases of params.Items in one transaction: for each, a
-// conditional UPDATE, then its attempt row when the lease was still held.
+// finishItem is the JSON form of a driver.JobFinish for queryJobFinish and
+// queryAttemptInsertFinished.
+type finishItem struct {
+	ID          int64   `json:"id"`
+	Token       int64   `json:"token"`
+	State       string  `json:"state"`
+	CountError  int     `json:"count_error"`
+	Error       *string `json:"error"`
+	ScheduledAt *int64  `json:"scheduled_at"`
+	Outcome     string  `json:"outcome"`
+}
+
+// JobFinish ends the leases of params.Items in one transaction of three
+// statements whatever the batch size: read the clock, one conditional
+// UPDATE ... FROM json_each, one INSERT ... SELECT of the attempt rows of the
+// leases it ended. It returns the IDs written in input order.
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
-	if len(params.Items) == 0 {
+	// An ID given twice can be written at most once: keep its first item.
+	items := make([]finishItem, 0, len(params.Items))
+	seen := make(map[int64]bool, len(params.Items))
+	for _, it := range params.Items {
+		if seen[it.ID] {
+			continue
+		}
+		seen[it.ID] = true
+		fi := finishItem{ID: it.ID, Token: it.Token, State: string(it.State), Outcome: string(it.Outcome)}
+		if it.CountError {
+			fi.CountError = 1
+		}
+		if it.Error != "" {
+			fi.Error = &it.Error
+		}
+		if it.ScheduledAt != nil {
+			us := it.ScheduledAt.UnixMicro()
+			fi.ScheduledAt = &us
+		}
+		items = append(items, fi)
+	}
+	if len(items) == 0 {
 		return []int64{}, nil
 	}
-	written := []int64{}
-	err := e.write(ctx, func(q querier) error {
-		written = written[:0]
+	itemsJSON, err := json.Marshal(items)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: encode: %w", err)
+	}
+	var written []int64
+	err = e.write(ctx, func(q querier) error {
+		written = nil
 		var now int64
 		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		for _, it := range params.Items {
-			countError := 0
-			if it.CountError {
-				countError = 1
+		rows, err := q.QueryContext(ctx, queryJobFinish, string(itemsJSON), now)
+		if err != nil {
+			return err
+		}
+		done, err := scanIDs(rows)
+		if err != nil || len(done) == 0 {
+			return err
+		}
+		isDone := make(map[int64]bool, len(done))
+		for _, id := range done {
+			isDone[id] = true
+		}
+		ended := make([]finishItem, 0, len(done))
+		for _, it := range items {
+			if isDone[it.ID] {
+				ended = append(ended, it)
+				written = append(written, it.ID)
 			}
-			var (
-				attempt, heartbeats  int
-				owner                string
-				leasedAt, leaseUntil int64
-				heartbeatAt          sql.NullInt64
-			)
-			err := q.QueryRowContext(ctx, queryJobFinish, it.ID, it.Token, string(it.State),
-				countError, nullString(it.Error), micros(it.ScheduledAt), now,
-			).Scan(&attempt, &owner, &leasedAt, &leaseUntil, &heartbeatAt, &heartbeats)
-			if isNoRows(err) {
-				continue // the lease was lost
-			}
-			if err != nil {
-				return fmt.Errorf("job %d: %w", it.ID, err)
-			}
-			_, err = q.ExecContext(ctx, queryAttemptInsert, it.ID, attempt, it.Token, owner,
-				leasedAt, leaseUntil, heartbeatAt, heartbeats, now, string(it.Outcome), nullString(it.Error))
-			if err != nil {
-				return fmt.Errorf("record attempt of job %d: %w", it.ID, err)
-			}
-			written = append(written, it.ID)
+		}
+		endedJSON, err := json.Marshal(ended)
+		if err != nil {
+			return err
+		}
+		if _, err := q.ExecContext(ctx, queryAttemptInsertFinished, string(endedJSON), now); err != nil {
+			return fmt.Errorf("record attempts: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
+	if written == nil {
+		written = []int64{}
+	}
 	return written, nil
 }
 
 // JobExpire reclaims expired leases in one transaction: an UPDATE ...
 // RETURNING of the jobs, then one INSERT ... SELECT of their attempt rows.
+// On the pool a read first skips the write lock when no lease has expired.
 func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {
 	limit := params.Limit
 	if limit <= 0 {
 		limit = 1000
+	}
+	if e.onPool {
+		if any, err := e.exists(ctx, queryJobExpiredExists); err != nil || !any {
+			if err != nil {
+				return nil, fmt.Errorf("expire leases: %w", err)
+			}
+			return []*leasetype.JobRow{}, nil
+		}
 	}
 	var jobs []*leasetype.JobRow
 	err := e.write(ctx, func(q querier) error {
@@ -184,6 +252,23 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", err)
 	}
+	if jobs == nil {
+		jobs = []*leasetype.JobRow{}
+	}
 	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, nil
+}
+
+// scanIDs reads a column of IDs and closes rows.
+func scanIDs(rows *sql.Rows) ([]int64, error) {
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }

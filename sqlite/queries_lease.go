@@ -47,27 +47,40 @@ WHERE leasehold_job.id = l.job_id
 	AND leasehold_job.lease_until > ` + sqlNow + `
 RETURNING leasehold_job.id`
 
-// queryJobFinish ends one lease if it is still held: ?1 id, ?2 token, ?3 new
-// state, ?4 errors to add, ?5 error or NULL, ?6 scheduled_at or NULL, ?7
-// now (read once per transaction). It returns the lease for the attempt row.
+// queryJobFinish ends the leases in ?1, a JSON array of {"id", "token",
+// "state", "count_error", "error", "scheduled_at"} with unique IDs, that are
+// still held at ?2, the database clock read once per transaction. It returns
+// the IDs written. The lease fields stay as they were, for the attempt rows.
 const queryJobFinish = `UPDATE leasehold_job
-SET state = ?3,
-	errors = errors + ?4,
-	last_error = coalesce(?5, last_error),
+SET state = f.new_state,
+	errors = errors + f.count_error,
+	last_error = coalesce(f.new_error, last_error),
 	scheduled_at = CASE
-		WHEN ?3 IN ('available', 'scheduled', 'retryable') THEN coalesce(?6, ?7)
-		ELSE scheduled_at END,
-	finalized_at = CASE WHEN ?3 IN ` + finalizedStates + ` THEN ?7 END
-WHERE id = ?1 AND lease_token = ?2 AND state = 'running' AND lease_until > ?7
-RETURNING attempt, coalesce(lease_owner, ''), leased_at, lease_until, heartbeat_at, heartbeats`
+		WHEN f.new_state IN ('available', 'scheduled', 'retryable') THEN coalesce(f.next_run, ?2)
+		ELSE leasehold_job.scheduled_at END,
+	finalized_at = CASE WHEN f.new_state IN ` + finalizedStates + ` THEN ?2 END
+FROM (
+	SELECT value ->> '$.id' AS job_id, value ->> '$.token' AS token,
+		value ->> '$.state' AS new_state, value ->> '$.count_error' AS count_error,
+		value ->> '$.error' AS new_error, value ->> '$.scheduled_at' AS next_run
+	FROM json_each(?1)
+) AS f
+WHERE leasehold_job.id = f.job_id
+	AND leasehold_job.lease_token = f.token
+	AND leasehold_job.state = 'running'
+	AND leasehold_job.lease_until > ?2
+RETURNING leasehold_job.id`
 
-// queryAttemptInsert appends one attempt row. ?1 job, ?2 attempt, ?3 token,
-// ?4 owner, ?5 leased_at, ?6 lease_until, ?7 last heartbeat, ?8 heartbeats,
-// ?9 finished_at, ?10 outcome, ?11 error or NULL.
-const queryAttemptInsert = `INSERT INTO leasehold_attempt
+// queryAttemptInsertFinished appends the attempt rows of the leases JobFinish
+// has just ended: ?1 is the JSON array of queryJobFinish restricted to the
+// items written, ?2 the finish time.
+const queryAttemptInsertFinished = `INSERT INTO leasehold_attempt
 	(job_id, attempt, token, owner, leased_at, lease_until,
 	 last_heartbeat_at, heartbeats, finished_at, outcome, error)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`
+SELECT j.id, j.attempt, j.lease_token, coalesce(j.lease_owner, ''), j.leased_at, j.lease_until,
+	j.heartbeat_at, j.heartbeats, ?2, f.value ->> '$.outcome', f.value ->> '$.error'
+FROM json_each(?1) AS f
+JOIN leasehold_job AS j ON j.id = f.value ->> '$.id'`
 
 // expiredStuck decides, in queryJobExpire, whether an expired job becomes
 // stuck: its policy says so, or its expiries reach ?2 (when > 0).
@@ -99,3 +112,15 @@ SELECT id, attempt, lease_token, coalesce(lease_owner, ''), leased_at, lease_unt
 	heartbeat_at, heartbeats, ?2, 'lease_expired', last_error
 FROM leasehold_job
 WHERE id IN (SELECT value FROM json_each(?1))`
+
+// queryJobClaimableExists tells whether queue ?1 has a claimable job, so an
+// empty queue is polled with a read, not a write transaction.
+const queryJobClaimableExists = `SELECT 1 FROM leasehold_job
+WHERE state IN ('available', 'scheduled', 'retryable')
+	AND queue = ?1 AND scheduled_at <= ` + sqlNow + `
+LIMIT 1`
+
+// queryJobExpiredExists tells whether a running job's lease has expired.
+const queryJobExpiredExists = `SELECT 1 FROM leasehold_job
+WHERE state = 'running' AND lease_until < ` + sqlNow + `
+LIMIT 1`
