@@ -435,16 +435,18 @@ func TestInsertUniqueBatchesNoDeadlock(t *testing.T) {
 }
 
 // TestListenInserts checks that a committed insert wakes the listener and a
-// rolled-back one does not: notifications are delivered in commit order, so
-// the first one received must be the committed queue.
+// rolled-back one does not. Notifications are delivered in commit order, so
+// the rolled-back queue must not show up before the committed one. Other
+// tests notify on the same database, hence the random queue names.
 func TestListenInserts(t *testing.T) {
 	t.Parallel()
 	d := newTestDriver(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	rolledBack, committed := "rolled-back-"+rand.Text(), "committed-"+rand.Text()
 
 	ready := make(chan struct{})
-	got := make(chan string, 10)
+	got := make(chan string, 100)
 	done := make(chan error, 1)
 	go func() {
 		done <- d.ListenInserts(ctx, func() { close(ready) }, func(q string) { got <- q })
@@ -461,22 +463,28 @@ func TestListenInserts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
-	if _, err := tx.JobInsertMany(ctx, []*driver.JobInsertParams{testJob("rolled-back")}); err != nil {
+	if _, err := tx.JobInsertMany(ctx, []*driver.JobInsertParams{testJob(rolledBack)}); err != nil {
 		t.Fatalf("insert in tx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
-	if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{testJob("committed"), testJob("committed")}); err != nil {
+	if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{testJob(committed), testJob(committed)}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
-	select {
-	case q := <-got:
-		if q != "committed" {
-			t.Fatalf("first notification for queue %q, want %q", q, "committed")
+	deadline := time.After(10 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case q := <-got:
+			switch q {
+			case rolledBack:
+				t.Fatalf("notified for queue %q, whose insert was rolled back", q)
+			case committed:
+				waiting = false
+			}
+		case <-deadline:
+			t.Fatal("no notification after a committed insert")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification after a committed insert")
 	}
 
 	cancel()
