@@ -54,7 +54,9 @@ func testClientDrain[TTx any](t *testing.T, b Backend[TTx]) {
 			Queues: map[string]leasehold.QueueConfig{"default": {MaxWorkers: workers}}})
 	}
 	waitFor(t, 3*time.Minute, func() bool { return countState(t, env, leasetype.JobStateCompleted) == jobs },
-		func() string { return fmt.Sprintf("%d of %d completed, %d handler runs", countState(t, env, leasetype.JobStateCompleted), jobs, total.Load()) })
+		func() string {
+			return fmt.Sprintf("%d of %d completed, %d handler runs", countState(t, env, leasetype.JobStateCompleted), jobs, total.Load())
+		})
 	for n := range runs {
 		if got := runs[n].Load(); got != 1 {
 			t.Fatalf("job %d ran %d times, want exactly 1", n, got)

@@ -19,8 +19,8 @@ import (
 func testClientHeartbeats[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	const jobs = 20
-	ttl := 300 * time.Millisecond
-	run := 4 * ttl
+	ttl := time.Second
+	run := 3 * ttl
 	fd := newFaultDriver(env.d)
 	w := leasehold.NewWorkers()
 	leasehold.AddWorker(w, leasehold.WorkFunc[testArgs](func(ctx context.Context, j *leasehold.Job[testArgs]) error {
