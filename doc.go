@@ -1,0 +1,126 @@
+/*
+Package leasehold is a job queue whose jobs live in your application's own
+SQL database (PostgreSQL, or SQLite as the embedded default) and are owned
+by workers through leases.
+
+# Leases
+
+A worker takes a job with one atomic conditional statement (on Postgres a
+batch claim with FOR UPDATE SKIP LOCKED in a materialized CTE; on SQLite a
+single-writer BEGIN IMMEDIATE transaction), never a read followed by a write.
+The claim sets the job running, records the claiming client in lease_owner
+("host:pid:client-id"), adds one to the job's attempt count, sets
+lease_until from the database clock, and issues a fencing token: the job's
+lease_token, which grows by one with every grant of that job.
+
+While the handler runs, the client renews all of its leases with one batched
+statement per tick, every third of the lease TTL (default 30 s; per kind with
+WorkerOpts.LeaseTTL, per job with InsertOpts.LeaseTTL). Renewals change no
+indexed column, so Postgres applies them as HOT updates.
+
+Every write that ends or extends a lease (heartbeat, completion, failure,
+snooze, release, CompleteTx) is a conditional write that checks the token, that
+the job is running, and that the lease has not expired on the database clock.
+A worker that lost its lease (it was paused past the TTL, partitioned, or the
+job was reclaimed) writes nothing and gets a *LeaseLostError.
+
+The client also keeps a local deadline per lease on the monotonic clock:
+the time the claim or the last successful renewal was sent, plus 90% of the
+TTL. The database computed the real expiry at or after that moment, so the
+local deadline is never later than the real one. When a renewal is refused,
+or the database cannot be reached before the local deadline, the handler's
+context is cancelled and context.Cause(ctx) is a *LeaseLostError. A handler
+must stop making outside effects when its context is done.
+
+A stuck watcher runs on every client (its writes are conditional, so running
+it everywhere is safe) once a second by default. It reclaims jobs whose lease
+expired on the database clock: under the retry policy (the default) the job
+is available again at once; under the stuck policy (WorkerOpts.ExpiryPolicy)
+it moves to the stuck state and waits for reconciliation (ResolveStuck),
+because its handler may already have had an outside effect, such as a card
+charge. The policy in force is the one of the worker that claimed the job.
+A lease expiry is counted in the job's Expiries, not its Errors: a crash is
+not a handler error and does not use up MaxAttempts. After MaxExpiries
+expiries (default 5) a job moves to stuck even under the retry policy, so a
+job that kills its worker every time does not loop forever. A crashed
+worker's job is running again within its TTL plus the watcher interval.
+
+Each lease that ends appends one row to the attempt history
+(leasehold_attempt): attempt, token, owner, leased at, lease until, last
+heartbeat, heartbeat count, finished at, outcome (completed, failed,
+panicked, lease_expired, released, cancelled, snoozed) and error. The row is
+written in the same statement or transaction as the job's state change. Read
+it with JobAttempts or plain SQL.
+
+# Guarantees
+
+  - At-least-once execution: a job inserted (and, for InsertTx, committed) is
+    run until it is completed, discarded, cancelled or stuck. A handler may
+    run more than once for one job: after a crash, a lost lease, or an error.
+  - At most one holder: at any moment at most one lease on a job is valid,
+    and only the holder of the current token can write its outcome.
+  - At most one fenced completion per lease: a job is completed by exactly one
+    lease, and no write from an older lease lands after a newer one was granted.
+  - Effectively-once business effects with CompleteTx: a handler that writes
+    its business effect and calls CompleteTx in one transaction commits both
+    or neither, and only while it holds the lease. Retries see the effect.
+  - Outside effects (a payment provider's API) cannot be in the transaction.
+    Make them idempotent with a key that is the same for every attempt of a
+    job: Job.IdempotencyKey (the job's unique key if it has one, else its kind
+    and ID). Use the stuck expiry policy where a blind retry would be unsafe.
+  - Not guaranteed: exactly-once handler execution; ordering beyond
+    priority, then scheduled time, then ID; and anything after the lease's
+    local deadline: a handler that ignores its cancelled context may still be
+    running while another worker holds the job, and only its database writes
+    are fenced.
+
+# Job states
+
+	            insert                          insert (ScheduledAt in future)
+	              |                                       |
+	              v          ScheduledAt passes           v
+	        +-----------+ <------------------------- +-----------+
+	        | available |                            | scheduled | <--- Snooze
+	        +-----------+ <------------+             +-----------+
+	              | claim              | retry at ScheduledAt / release /
+	              v                    | lease expired (retry policy)
+	        +-----------+ -------------+
+	        |  running  | --- error, attempts left ---> retryable --+
+	        +-----------+                                           |
+	         |   |   |  \___ lease expired (stuck policy) ---> stuck --- ResolveStuck
+	         |   |   |                                              (succeeded, failed, retry)
+	         |   |   +-- Cancel --------------> cancelled
+	         |   +------ Permanent / attempts exhausted / bad args --> discarded
+	         +---------- nil ------------------> completed
+
+Scheduled and retryable jobs are claimed once their ScheduledAt passes; the
+state becomes running at the claim. Completed, discarded and cancelled are
+final until an operator retries the job (JobRetry). Stuck jobs wait for
+ResolveStuck or an operator.
+
+# Unique jobs
+
+InsertOpts.UniqueKey is an idempotency key. While a job with the key is
+available, scheduled, running, retryable or stuck, inserting another with the
+same key inserts nothing and returns the existing job with UniqueSkipped set.
+A unique index enforces this, so it holds under concurrent inserts in any
+number of processes. Once the job is completed, discarded or cancelled the
+key is free again.
+
+# Transactions
+
+InsertTx inserts inside the caller's transaction (pgx.Tx with package
+postgres, *sql.Tx with package sqlite): the job exists, and can be claimed,
+only if the transaction commits. CompleteTx completes a job inside the
+caller's transaction, fenced by its token.
+
+# Backends
+
+Package postgres uses pgx v5 and wakes workers with LISTEN/NOTIFY (polling
+remains the fallback). Package sqlite uses the pure-Go modernc.org/sqlite in
+WAL mode with synchronous=FULL and a busy timeout; clients in the same
+process are woken on insert, others poll. Both pass the conformance suite in
+package driver/drivertest. Migrations are numbered SQL files in each
+backend's migrations folder, applied with package migrate or your own tool.
+*/
+package leasehold
