@@ -76,22 +76,22 @@ it with JobAttempts or plain SQL.
 
 # Job states
 
-	            insert                          insert (ScheduledAt in future)
-	              |                                       |
-	              v          ScheduledAt passes           v
-	        +-----------+ <------------------------- +-----------+
-	        | available |                            | scheduled | <--- Snooze
-	        +-----------+ <------------+             +-----------+
-	              | claim              | retry at ScheduledAt / release /
-	              v                    | lease expired (retry policy)
-	        +-----------+ -------------+
-	        |  running  | --- error, attempts left ---> retryable --+
-	        +-----------+                                           |
-	         |   |   |  \___ lease expired (stuck policy) ---> stuck --- ResolveStuck
-	         |   |   |                                              (succeeded, failed, retry)
-	         |   |   +-- Cancel --------------> cancelled
-	         |   +------ Permanent / attempts exhausted / bad args --> discarded
-	         +---------- nil ------------------> completed
+	    insert                          insert (ScheduledAt in future)
+	      |                                       |
+	      v          ScheduledAt passes           v
+	+-----------+ <------------------------- +-----------+
+	| available |                            | scheduled | <--- Snooze
+	+-----------+ <------------+             +-----------+
+	      | claim              | retry at ScheduledAt / release /
+	      v                    | lease expired (retry policy)
+	+-----------+ -------------+
+	|  running  | --- error, attempts left ---> retryable --+
+	+-----------+                                           |
+	 |   |   |  \___ lease expired (stuck policy) ---> stuck --- ResolveStuck
+	 |   |   |                                              (succeeded, failed, retry)
+	 |   |   +-- Cancel --------------> cancelled
+	 |   +------ Permanent / attempts exhausted / bad args --> discarded
+	 +---------- nil ------------------> completed
 
 Scheduled and retryable jobs are claimed once their ScheduledAt passes; the
 state becomes running at the claim. Completed, discarded and cancelled are

@@ -89,10 +89,10 @@ func (l *lease) interrupt(cause error) {
 
 // leaseSet is the set of leases a client holds.
 type leaseSet struct {
-	mu     sync.Mutex
-	byID   map[int64]*lease
-	added  chan struct{} // kicks the heartbeater when a lease is added
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	byID  map[int64]*lease
+	added chan struct{} // kicks the heartbeater when a lease is added
+	wg    sync.WaitGroup
 }
 
 func newLeaseSet() *leaseSet {

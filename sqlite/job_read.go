@@ -1,11 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/leasehold/leasehold/driver"
@@ -111,7 +113,7 @@ func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.A
 	return out, nil
 }
 
-// JobCountByState counts jobs per queue and state.
+// JobCountByState counts jobs per queue and state, ordered by queue and state.
 func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCount, error) {
 	q, err := e.read()
 	if err != nil {
@@ -135,6 +137,9 @@ func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCou
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
+	slices.SortFunc(out, func(a, b *driver.QueueStateCount) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.State, b.State))
+	})
 	return out, nil
 }
 

@@ -43,9 +43,13 @@ FROM (
 ) AS l
 WHERE leasehold_job.id = l.job_id
 	AND leasehold_job.lease_token = l.token
-	AND leasehold_job.state = 'running'
+	AND +leasehold_job.state = 'running'
 	AND leasehold_job.lease_until > ` + sqlNow + `
 RETURNING leasehold_job.id`
+
+// The unary + on state in queryJobHeartbeat and queryJobFinish keeps the
+// planner off the state index, so it walks the JSON array and looks each job
+// up by ID rather than matching every running job against the whole array.
 
 // queryJobFinish ends the leases in ?1, a JSON array of {"id", "token",
 // "state", "count_error", "error", "scheduled_at"} with unique IDs, that are
@@ -67,7 +71,7 @@ FROM (
 ) AS f
 WHERE leasehold_job.id = f.job_id
 	AND leasehold_job.lease_token = f.token
-	AND leasehold_job.state = 'running'
+	AND +leasehold_job.state = 'running'
 	AND leasehold_job.lease_until > ?2
 RETURNING leasehold_job.id`
 
