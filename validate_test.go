@@ -1,0 +1,93 @@
+package leasehold
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidateName(t *testing.T) {
+	t.Parallel()
+	tests := func() []struct {
+		name, in string
+		ok       bool
+	}{
+		return []struct {
+			name, in string
+			ok       bool
+		}{
+			{"simple", "default", true},
+			{"separators", "payments.charge:v2/eu-west_1", true},
+			{"digit first", "2fa", true},
+			{"max length", strings.Repeat("a", 128), true},
+			{"empty", "", false},
+			{"too long", strings.Repeat("a", 129), false},
+			{"space", "pay ment", false},
+			{"leading separator", "-queue", false},
+			{"quote", "q'; drop table", false},
+			{"unicode", "zahlungsaufträge", false},
+			{"newline", "a\nb", false},
+		}
+	}
+	for _, tc := range tests() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := validateName("queue", tc.in)
+			if tc.ok != (err == nil) {
+				t.Fatalf("validateName(%q) = %v, want ok=%v", tc.in, err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidArgs) {
+				t.Fatalf("error %v does not wrap ErrInvalidArgs", err)
+			}
+		})
+	}
+}
+
+func TestValidateUniqueKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"", true}, {"payment-42", true}, {strings.Repeat("k", 512), true},
+		{strings.Repeat("k", 513), false}, {"a\x00b", false}, {"tab\there", false}, {"del\x7f", false},
+	} {
+		if err := validateUniqueKey(tc.in); tc.ok != (err == nil) {
+			t.Errorf("validateUniqueKey(%q) = %v, want ok=%v", tc.in, err, tc.ok)
+		}
+	}
+}
+
+func TestConfigDefaultsAndValidation(t *testing.T) {
+	t.Parallel()
+	w := NewWorkers()
+	cfg, err := (&Config{Workers: w}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LeaseTTL.Seconds() != 30 || cfg.MaxAttempts != 25 || cfg.MaxExpiries != 5 || cfg.MaxArgsBytes != 1<<20 ||
+		cfg.Queues[defaultQueue].MaxWorkers != 100 || len(cfg.ID) != 8 || cfg.ExpiryPolicy != "retry" {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+	original := &Config{Queues: map[string]QueueConfig{"a": {MaxWorkers: 1}}}
+	if _, err := original.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if original.LeaseTTL != 0 || original.ID != "" {
+		t.Fatalf("withDefaults changed the caller's config: %+v", original)
+	}
+	for name, bad := range map[string]Config{
+		"ttl":          {LeaseTTL: 1},
+		"policy":       {ExpiryPolicy: "sometimes"},
+		"attempts":     {MaxAttempts: -2},
+		"queue name":   {Queues: map[string]QueueConfig{"bad name": {MaxWorkers: 1}}},
+		"queue size":   {Queues: map[string]QueueConfig{"q": {MaxWorkers: 0}}},
+		"args bytes":   {MaxArgsBytes: -1},
+		"no queues":    {Workers: w, Queues: map[string]QueueConfig{}},
+		"negative gap": {PollInterval: -1},
+	} {
+		if _, err := bad.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: withDefaults = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
