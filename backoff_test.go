@@ -12,7 +12,7 @@ func TestExponentialBackoff(t *testing.T) {
 		policy   ExponentialBackoff
 		errors   int
 		min, max time.Duration
-	}{
+	} {
 		return []struct {
 			name     string
 			policy   ExponentialBackoff

@@ -31,7 +31,7 @@ func TestOutcome(t *testing.T) {
 		outcome     leasetype.AttemptOutcome
 		countError  bool
 		scheduledIn time.Duration // 0: not scheduled
-	}{
+	} {
 		return []struct {
 			name        string
 			lease       *lease
@@ -126,4 +126,3 @@ func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 }
-

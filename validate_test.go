@@ -11,7 +11,7 @@ func TestValidateName(t *testing.T) {
 	tests := func() []struct {
 		name, in string
 		ok       bool
-	}{
+	} {
 		return []struct {
 			name, in string
 			ok       bool
