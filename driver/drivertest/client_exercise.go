@@ -24,6 +24,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"StartUnreachable", testClientStartUnreachable[TTx]},
 		{"BadInput", testClientBadInput[TTx]},
 		{"UniqueInsert", testClientUniqueInsert[TTx]},
+		{"Wakeups", testClientWakeups[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run("Client/"+tc.name, func(t *testing.T) {

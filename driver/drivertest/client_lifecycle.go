@@ -207,3 +207,25 @@ func testClientUniqueInsert[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatalf("16 concurrent unique inserts: %d inserted, %d distinct IDs; want 1, 1", inserted, len(ids))
 	}
 }
+
+// testClientWakeups: with polling slowed to a minute, a job inserted through
+// the working client starts at once (in-process wake-up), and on a backend
+// that can push notifications, so does one inserted by another client.
+func testClientWakeups[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	w := newBlockWorker(t, false)
+	w.releaseAll()
+	worker := env.client(nil, leasehold.Config{PollInterval: time.Minute, Workers: workersFor(w, nil)})
+	// Let the first poll pass, so only a wake-up can start the next jobs.
+	time.Sleep(200 * time.Millisecond)
+
+	local := insert(t, worker, blockArgs{Name: "local"}, nil)
+	env.waitState(local.ID, leasetype.JobStateCompleted, 5*time.Second)
+
+	if _, ok := env.d.(driver.Notifier); !ok {
+		return
+	}
+	other := env.client(nil, leasehold.Config{})
+	remote := insert(t, other, blockArgs{Name: "remote"}, nil)
+	env.waitState(remote.ID, leasetype.JobStateCompleted, 5*time.Second)
+}
