@@ -15,6 +15,9 @@ import (
 // with SQLITE_BUSY.
 const BusyTimeout = 10_000
 
+// maxIdleConns is the idle connections Open keeps in the pool.
+const maxIdleConns = 16
+
 // DSN returns the modernc.org/sqlite data source name for the database file at
 // path, configured for a queue:
 //
@@ -55,5 +58,8 @@ func Open(path string) (*Driver, *sql.DB, error) {
 		db.Close()
 		return nil, nil, fmt.Errorf("open sqlite database %s: %w", path, err)
 	}
+	// Keep idle connections: opening one runs the DSN's pragmas, and a queue
+	// has many concurrent readers (claim checks, heartbeats, dashboards).
+	db.SetMaxIdleConns(maxIdleConns)
 	return New(db), db, nil
 }

@@ -2,19 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/leasehold/leasehold/driver"
 )
 
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
 var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take jobs with a unique key; use JobInsertMany")
-
-// fastInsertChunk bounds the rows of one multi-row insert, keeping its
-// parameters (12 a row) under SQLite's limit of 32766.
-const fastInsertChunk = 1000
 
 // JobInsertMany inserts jobs in one transaction and returns them in input
 // order. A job whose unique key an unfinished job holds is skipped by the
@@ -57,55 +53,55 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 	return out, nil
 }
 
-// JobInsertFast inserts jobs with multi-row inserts in one transaction and
-// returns the count. It refuses jobs with unique keys.
+// fastJob is the JSON form of a driver.JobInsertParams for queryJobInsertFast.
+type fastJob struct {
+	Kind        string `json:"kind"`
+	Queue       string `json:"queue"`
+	Priority    int    `json:"priority"`
+	Args        string `json:"args"`
+	Metadata    string `json:"metadata"`
+	MaxAttempts int    `json:"max_attempts"`
+	LeaseTTLMS  any    `json:"lease_ttl_ms"`
+	ScheduledAt any    `json:"scheduled_at"`
+}
+
+// JobInsertFast inserts jobs with one INSERT ... SELECT from a JSON array,
+// in one transaction, and returns the count. It refuses jobs with unique
+// keys.
 func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	for _, p := range params {
+	jobs := make([]fastJob, len(params))
+	for i, p := range params {
 		if p.UniqueKey != "" {
 			return 0, errFastUniqueKey
 		}
+		jobs[i] = fastJob{Kind: p.Kind, Queue: p.Queue, Priority: p.Priority,
+			Args: string(p.EncodedArgs), Metadata: metadata(p.Metadata), MaxAttempts: p.MaxAttempts,
+			LeaseTTLMS: millis(p.LeaseTTL), ScheduledAt: micros(p.ScheduledAt)}
 	}
-	if len(params) == 0 {
+	if len(jobs) == 0 {
 		return 0, nil
 	}
-	var n int
-	err := e.write(ctx, func(q querier) error {
-		n = 0
+	jobsJSON, err := json.Marshal(jobs)
+	if err != nil {
+		return 0, fmt.Errorf("insert jobs: encode: %w", err)
+	}
+	var n int64
+	err = e.write(ctx, func(q querier) error {
 		var now int64
 		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		for start := 0; start < len(params); start += fastInsertChunk {
-			chunk := params[start:min(start+fastInsertChunk, len(params))]
-			var b strings.Builder
-			b.WriteString(queryJobInsertFastPrefix)
-			args := make([]any, 0, 12*len(chunk))
-			for i, p := range chunk {
-				if i > 0 {
-					b.WriteString(",\n")
-				}
-				b.WriteString(jobInsertFastRow)
-				sched := micros(p.ScheduledAt)
-				args = append(args, p.Kind, p.Queue, sched, now, p.Priority,
-					string(p.EncodedArgs), metadata(p.Metadata), p.MaxAttempts,
-					millis(p.LeaseTTL), sched, now, now)
-			}
-			res, err := q.ExecContext(ctx, b.String(), args...)
-			if err != nil {
-				return err
-			}
-			affected, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			n += int(affected)
+		res, err := q.ExecContext(ctx, queryJobInsertFast, string(jobsJSON), now)
+		if err != nil {
+			return err
 		}
-		return nil
+		n, err = res.RowsAffected()
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // metadata stores missing metadata as an empty JSON object.

@@ -45,18 +45,26 @@ const queryJobGetUnfinishedByKey = `SELECT ` + jobColumns + `
 FROM leasehold_job
 WHERE unique_key = ?1 AND unique_key IS NOT NULL AND state IN ` + unfinishedStates
 
-// queryJobInsertFastPrefix starts a multi-row insert; each row is
-// jobInsertFastRow, with the parameters of jobInsertFastArgs.
-const queryJobInsertFastPrefix = `INSERT INTO leasehold_job
+// queryJobInsertFast inserts the jobs of ?1, a JSON array of {"kind",
+// "queue", "priority", "args", "metadata", "max_attempts", "lease_ttl_ms",
+// "scheduled_at"} with args and metadata as JSON text, in one statement
+// whatever their number; ?2 is now.
+const queryJobInsertFast = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, max_attempts,
 	 lease_ttl_ms, scheduled_at, created_at)
-VALUES `
-
-// jobInsertFastRow is one row of a fast insert. Its parameters: kind, queue,
-// scheduled_at (for the state), now, priority, args, metadata, max attempts,
-// lease TTL in ms, scheduled_at, now, now.
-const jobInsertFastRow = `(?, ?, CASE WHEN ? > ? THEN 'scheduled' ELSE 'available' END,
-	?, ?, ?, ?, ?, coalesce(?, ?), ?)`
+SELECT p.kind, p.queue,
+	CASE WHEN p.scheduled_at > ?2 THEN 'scheduled' ELSE 'available' END,
+	p.priority, p.args, p.metadata, p.max_attempts, p.lease_ttl_ms,
+	coalesce(p.scheduled_at, ?2), ?2
+FROM (
+	SELECT value ->> '$.kind' AS kind, value ->> '$.queue' AS queue,
+		value ->> '$.priority' AS priority, value ->> '$.args' AS args,
+		value ->> '$.metadata' AS metadata, value ->> '$.max_attempts' AS max_attempts,
+		value ->> '$.lease_ttl_ms' AS lease_ttl_ms, value ->> '$.scheduled_at' AS scheduled_at,
+		key AS n
+	FROM json_each(?1)
+) AS p
+ORDER BY p.n`
 
 // queryJobGet reads one job.
 const queryJobGet = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = ?1`
