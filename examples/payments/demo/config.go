@@ -1,0 +1,115 @@
+// Package demo runs the payments reference system under injected faults and
+// proves it lost and doubled nothing: it creates payments, works them with
+// several worker clients in one process while workers crash mid-charge,
+// workers pause past their lease and wake up, and the PSP fails, answers
+// slowly and loses responses; then it checks every payment against the PSP's
+// own ledger. `leasehold demo` is its command line.
+package demo
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Config sets up a demo run. Zero fields take the defaults noted.
+type Config struct {
+	// Payments is how many payments to create; default 1000.
+	Payments int
+	// Workers is how many worker clients run at once; default 4. A crashed
+	// one is replaced.
+	Workers int
+	// Concurrency is how many charges each worker client runs at once; default 8.
+	Concurrency int
+	// Seed makes the faults and the PSP's behaviour repeatable; 0 means 1.
+	Seed int64
+	// Timeout bounds the whole run; default 2 minutes.
+	Timeout time.Duration
+	// RunID prefixes the payment IDs of this run; default "s<seed>".
+	RunID string
+
+	// LeaseTTL is the charge lease; default 2 s, short so that recovery is
+	// visible quickly.
+	LeaseTTL time.Duration
+	// ReconcileEvery is how often a reconciliation job is enqueued; default 1 s.
+	ReconcileEvery time.Duration
+	// PendingAfter is when the reconciler starts checking a pending payment
+	// whose job is not stuck; default 5 s.
+	PendingAfter time.Duration
+
+	// Crashes is how many worker clients crash mid-charge (before or after
+	// the PSP call); negative means none; default 3.
+	Crashes int
+	// Pauses is how many charges pause past their lease after the PSP
+	// answered and then try to record it; negative means none; default 5.
+	Pauses int
+	// PSPErrorRate is the share of PSP requests failed with 503; default
+	// 0.05; negative means none. The same for the rates below.
+	PSPErrorRate float64
+	// LostResponseRate is the share of charges made whose response is lost;
+	// default 0.03.
+	LostResponseRate float64
+	// SlowRate is the share of charges that outlast the client's timeout;
+	// default 0.01.
+	SlowRate float64
+	// DeclineRate is the share of payments the PSP declines; default 0.05.
+	DeclineRate float64
+	// PSPLatency is the longest PSP processing time (drawn uniformly from
+	// a fifth of it up to it); default 20 ms.
+	PSPLatency time.Duration
+	// PSPTimeout is the charge worker's HTTP timeout; default 500 ms.
+	PSPTimeout time.Duration
+
+	// Progress receives live progress; nil for none.
+	Progress io.Writer
+	// Terminal redraws one status line on Progress instead of printing
+	// periodic lines.
+	Terminal bool
+	// Logger receives the clients' logs; nil discards them (a demo's
+	// crashed workers warn a lot, by design).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	rate := func(v *float64, d float64) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	def(&c.Payments, 1000)
+	def(&c.Workers, 4)
+	def(&c.Concurrency, 8)
+	def(&c.Crashes, 3)
+	def(&c.Pauses, 5)
+	c.Crashes, c.Pauses = max(c.Crashes, 0), max(c.Pauses, 0)
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	defDur(&c.Timeout, 2*time.Minute)
+	defDur(&c.LeaseTTL, 2*time.Second)
+	defDur(&c.ReconcileEvery, time.Second)
+	defDur(&c.PendingAfter, 5*time.Second)
+	defDur(&c.PSPLatency, 20*time.Millisecond)
+	defDur(&c.PSPTimeout, 500*time.Millisecond)
+	rate(&c.PSPErrorRate, 0.05)
+	rate(&c.LostResponseRate, 0.03)
+	rate(&c.SlowRate, 0.01)
+	rate(&c.DeclineRate, 0.05)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

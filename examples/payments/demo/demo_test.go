@@ -1,0 +1,79 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/examples/payments"
+	"github.com/leasehold/leasehold/examples/payments/demo"
+	"github.com/leasehold/leasehold/examples/payments/internal/testdb"
+)
+
+// smallRun is a short run with every fault switched on, more often than the
+// defaults so that 200 payments see each of them.
+func smallRun(progress *bytes.Buffer) demo.Config {
+	return demo.Config{
+		Payments: 200, Workers: 3, Concurrency: 6, Seed: 7, Timeout: 90 * time.Second,
+		LeaseTTL: time.Second, ReconcileEvery: 300 * time.Millisecond, PendingAfter: 3 * time.Second,
+		Crashes: 2, Pauses: 3, PSPErrorRate: 0.1, LostResponseRate: 0.05, SlowRate: 0.02, DeclineRate: 0.1,
+		PSPTimeout: 300 * time.Millisecond, Progress: progress,
+	}
+}
+
+func checkSummary(t *testing.T, sum *demo.Summary, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("demo run: %v (summary %+v)", err, sum)
+	}
+	if !sum.OK() || sum.Lost != 0 || sum.DoubleCharges != 0 || sum.Pending != 0 || sum.Settled != 200 {
+		t.Fatalf("summary not clean: %+v", sum)
+	}
+	if sum.PSPCharges != sum.Succeeded {
+		t.Fatalf("PSP charges %d, succeeded payments %d: want equal", sum.PSPCharges, sum.Succeeded)
+	}
+	// The faults happened and were survived.
+	if sum.Crashes != 2 || sum.Pauses != 3 {
+		t.Fatalf("crashes %d pauses %d, want 2 and 3", sum.Crashes, sum.Pauses)
+	}
+	if sum.LeaseExpiries == 0 || sum.FencedWrites == 0 || sum.FencedCompletions == 0 || sum.Reconciled == 0 {
+		t.Fatalf("expiries %d, fenced writes %d, fenced completions %d, reconciled %d: want all above 0",
+			sum.LeaseExpiries, sum.FencedWrites, sum.FencedCompletions, sum.Reconciled)
+	}
+	if sum.LostResponses == 0 || sum.PSPErrors == 0 || sum.Declines == 0 || sum.Failed == 0 {
+		t.Fatalf("PSP faults not exercised: %+v", sum)
+	}
+}
+
+func TestRunSQLite(t *testing.T) {
+	t.Parallel()
+	d, db := testdb.SQLite(t)
+	var progress bytes.Buffer
+	sum, err := demo.Run[*sql.Tx](context.Background(), d, payments.NewSQLiteStore(db), smallRun(&progress))
+	checkSummary(t, sum, err)
+	if !bytes.Contains(progress.Bytes(), []byte("settled")) {
+		t.Fatalf("no progress lines written: %q", progress.String())
+	}
+	var table bytes.Buffer
+	if err := sum.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary:\n%s", table.String())
+	for _, want := range []string{"double charges", "0  ok", "lost payments", "stuck jobs reconciled"} {
+		if !bytes.Contains(table.Bytes(), []byte(want)) {
+			t.Fatalf("summary table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+func TestRunPostgres(t *testing.T) {
+	t.Parallel()
+	d := testdb.Postgres(t)
+	var progress bytes.Buffer
+	sum, err := demo.Run[pgx.Tx](context.Background(), d, payments.NewPostgresStore(d.Pool()), smallRun(&progress))
+	checkSummary(t, sum, err)
+}

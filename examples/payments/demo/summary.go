@@ -1,0 +1,199 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leasehold/leasehold/examples/payments"
+)
+
+// Summary is the outcome of a demo run, checked against the PSP's ledger.
+type Summary struct {
+	// Payments is how many payments the run set out to create.
+	Payments int64 `json:"payments"`
+	// Settled counts payments settled (Succeeded + Failed).
+	Settled int64 `json:"settled"`
+	// Succeeded and Failed split Settled.
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	// Pending counts payments still pending at the end. Must be 0.
+	Pending int64 `json:"pending"`
+	// PSPCharges counts successful charges in the PSP's ledger for this run.
+	PSPCharges int64 `json:"psp_charges"`
+	// DoubleCharges counts payments charged more than once. Must be 0.
+	DoubleCharges int64 `json:"double_charges"`
+	// Lost counts payments missing from the database, and payments whose
+	// status disagrees with the PSP's ledger (charged but not recorded
+	// succeeded, or recorded succeeded without a charge). Must be 0.
+	Lost int64 `json:"lost"`
+	// LeaseExpiries counts expired leases reclaimed by the stuck watchers.
+	LeaseExpiries int64 `json:"lease_expiries"`
+	// FencedWrites counts writes refused by the fencing token (renewals and
+	// completions of workers that had lost their lease).
+	FencedWrites int64 `json:"fenced_writes"`
+	// FencedCompletions counts charge recordings (payment write plus
+	// CompleteTx) rolled back because the lease was lost.
+	FencedCompletions int64 `json:"fenced_completions"`
+	// Reconciled counts stuck charge jobs resolved by reconciliation.
+	Reconciled int64 `json:"reconciled"`
+	// ReconciledSucceeded, ReconciledFailed and ReconciledRetried split it.
+	ReconciledSucceeded int64 `json:"reconciled_succeeded"`
+	ReconciledFailed    int64 `json:"reconciled_failed"`
+	ReconciledRetried   int64 `json:"reconciled_retried"`
+	// SettledByReconciler counts payments the reconciler settled.
+	SettledByReconciler int64 `json:"settled_by_reconciler"`
+	// Crashes and Pauses count the injected worker faults.
+	Crashes int64 `json:"crashes"`
+	Pauses  int64 `json:"pauses"`
+	// PSPErrors, LostResponses, SlowResponses and Declines count the PSP's
+	// injected behaviour; Replays its answers from an earlier request.
+	PSPErrors     int64 `json:"psp_errors"`
+	LostResponses int64 `json:"lost_responses"`
+	SlowResponses int64 `json:"slow_responses"`
+	Declines      int64 `json:"declines"`
+	Replays       int64 `json:"replays"`
+	// TransientErrors counts charge attempts retried with backoff.
+	TransientErrors int64 `json:"transient_errors"`
+	// WorkerClients counts the worker clients started, replacements included.
+	WorkerClients int64 `json:"worker_clients"`
+	// ElapsedMS is the run's duration in milliseconds.
+	ElapsedMS int64 `json:"elapsed_ms"`
+	// PerSecond is payments settled per second.
+	PerSecond float64 `json:"per_second"`
+	// LeaseTTLMS is the charge lease used, in milliseconds.
+	LeaseTTLMS int64 `json:"lease_ttl_ms"`
+	// Seed is the run's seed.
+	Seed int64 `json:"seed"`
+	// Problems lists up to 10 payments that failed a check.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// OK reports whether nothing was lost, doubled or left pending.
+func (s *Summary) OK() bool {
+	return s.Lost == 0 && s.DoubleCharges == 0 && s.Pending == 0 && s.Settled == s.Payments
+}
+
+// summarize checks every payment of the run against the PSP's ledger and
+// gathers the counters.
+func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Duration) (*Summary, error) {
+	rows, err := r.store.ListPrefix(ctx, "pay_"+r.cfg.RunID+"_")
+	if err != nil {
+		return nil, fmt.Errorf("demo: read payments: %w", err)
+	}
+	s := &Summary{Payments: int64(len(ids)), ElapsedMS: elapsed.Milliseconds(), LeaseTTLMS: r.cfg.LeaseTTL.Milliseconds(), Seed: r.cfg.Seed}
+	problem := func(format string, args ...any) {
+		if len(s.Problems) < 10 {
+			s.Problems = append(s.Problems, fmt.Sprintf(format, args...))
+		}
+	}
+	byID := make(map[string]*payments.Payment, len(rows))
+	for _, p := range rows {
+		byID[p.ID] = p
+	}
+	for _, id := range ids {
+		p := byID[id]
+		captured := r.psp.CapturedFor(id)
+		s.PSPCharges += int64(captured)
+		if captured > 1 {
+			s.DoubleCharges++
+			problem("%s charged %d times", id, captured)
+		}
+		if p == nil {
+			s.Lost++
+			problem("%s missing from the payments table", id)
+			continue
+		}
+		switch p.Status {
+		case payments.StatusSucceeded:
+			s.Succeeded++
+			if captured == 0 {
+				s.Lost++
+				problem("%s recorded succeeded but the PSP never charged it", id)
+			}
+		case payments.StatusFailed:
+			s.Failed++
+			if captured > 0 {
+				s.Lost++
+				problem("%s recorded failed but the PSP charged it", id)
+			}
+		default:
+			s.Pending++
+			if captured > 0 {
+				s.Lost++
+			}
+			problem("%s still pending (PSP charges: %d)", id, captured)
+		}
+		if p.SettledBy == payments.SettledByReconciler {
+			s.SettledByReconciler++
+		}
+	}
+	s.Settled = s.Succeeded + s.Failed
+	if elapsed > 0 {
+		s.PerSecond = float64(s.Settled) / elapsed.Seconds()
+	}
+	st := r.psp.Stats()
+	s.PSPErrors, s.LostResponses, s.SlowResponses, s.Declines, s.Replays = st.InjectedErrors, st.LostResponses, st.SlowResponses, st.Declines, st.Replays
+	s.Crashes, s.Pauses = r.crashes.Load(), r.pauses.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.WorkerClients = int64(len(r.nodes))
+	for _, n := range r.nodes {
+		cs := n.client.Stats()
+		s.LeaseExpiries += cs.Expired
+		s.FencedWrites += cs.FencedWrites
+		ch := n.charge.Stats()
+		s.FencedCompletions += ch.Fenced
+		s.TransientErrors += ch.TransientErrors
+		rs := n.recon.Stats()
+		s.ReconciledSucceeded += rs.ResolvedSucceeded
+		s.ReconciledFailed += rs.ResolvedFailed
+		s.ReconciledRetried += rs.ResolvedRetry
+	}
+	s.Reconciled = s.ReconciledSucceeded + s.ReconciledFailed + s.ReconciledRetried
+	return s, nil
+}
+
+// WriteTable writes the summary as a table a person can read.
+func (s *Summary) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	check := func(n int64) string {
+		if n == 0 {
+			return "0  ok"
+		}
+		return fmt.Sprintf("%d  FAIL", n)
+	}
+	rows := [][2]string{
+		{"payments", fmt.Sprint(s.Payments)},
+		{"settled", fmt.Sprintf("%d (succeeded %d, failed %d)", s.Settled, s.Succeeded, s.Failed)},
+		{"pending at the end", check(s.Pending)},
+		{"PSP charges", fmt.Sprintf("%d (one per succeeded payment)", s.PSPCharges)},
+		{"double charges", check(s.DoubleCharges)},
+		{"lost payments", check(s.Lost)},
+		{"", ""},
+		{"worker crashes", fmt.Sprintf("%d (%d worker clients started)", s.Crashes, s.WorkerClients)},
+		{"worker pauses", fmt.Sprint(s.Pauses)},
+		{"PSP errors / lost responses / slow", fmt.Sprintf("%d / %d / %d (%d attempts retried with backoff)", s.PSPErrors, s.LostResponses, s.SlowResponses, s.TransientErrors)},
+		{"PSP declines", fmt.Sprint(s.Declines)},
+		{"lease expiries", fmt.Sprint(s.LeaseExpiries)},
+		{"fenced writes refused", fmt.Sprintf("%d (%d charge recordings rolled back)", s.FencedWrites, s.FencedCompletions)},
+		{"stuck jobs reconciled", fmt.Sprintf("%d (succeeded %d, failed %d, re-queued %d)", s.Reconciled, s.ReconciledSucceeded, s.ReconciledFailed, s.ReconciledRetried)},
+		{"payments settled by reconciler", fmt.Sprint(s.SettledByReconciler)},
+		{"", ""},
+		{"elapsed", fmt.Sprintf("%.1fs", float64(s.ElapsedMS)/1000)},
+		{"throughput", fmt.Sprintf("%.0f payments/s", s.PerSecond)},
+	}
+	for _, r := range rows {
+		if r[0] == "" {
+			fmt.Fprintln(tw, "\t") // a blank row that keeps the columns aligned
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", r[0], r[1])
+	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(tw, "  problem\t%s\n", p)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,114 @@
+// Package payments is Leasehold's reference payment system: the pattern of
+// the founding document, end to end, for users to copy.
+//
+//   - A payment is a row in the application's own payments table. Creating it
+//     inserts the row and enqueues its charge job in the same transaction,
+//     with the payment ID as the job's unique key: there is never a payment
+//     without a job, nor two jobs for one payment.
+//   - The ChargeWorker leases the job, calls the payment service provider
+//     (package psp) with an idempotency key derived from the payment, never
+//     from the attempt, and records the outcome and completes the job in one
+//     transaction fenced by the lease token (Client.CompleteTx). A worker that
+//     lost its lease writes nothing. Transient PSP errors retry with backoff
+//     and jitter; a decline is a final answer, recorded at once.
+//   - A charge whose lease expires is not re-run blindly: its expiry policy is
+//     stuck. The Reconciler, itself a periodic leased job, asks the PSP for
+//     the truth by idempotency key and settles each stuck charge and each
+//     payment pending too long: charged, declined, or safely re-queued when
+//     the PSP never saw it. Its reason becomes the job's last error.
+//
+// The package runs on SQLite (Store[*sql.Tx], NewSQLiteStore) and Postgres
+// (Store[pgx.Tx], NewPostgresStore). Package demo drives it under injected
+// faults; `leasehold demo` runs that.
+package payments
+
+import (
+	"errors"
+	"time"
+)
+
+// Kinds and queues of the payment jobs.
+const (
+	// ChargeKind is the kind of the charge job.
+	ChargeKind = "payments.charge"
+	// ReconcileKind is the kind of the reconciliation job.
+	ReconcileKind = "payments.reconcile"
+	// ReconcileQueue is the queue reconciliation jobs run in, apart from
+	// charges so that a backlog of charges never delays them.
+	ReconcileQueue = "payments.reconcile"
+)
+
+// Status is a payment's state in our system.
+type Status string
+
+// Payment statuses.
+const (
+	// StatusPending: created, not settled yet.
+	StatusPending Status = "pending"
+	// StatusSucceeded: the PSP charged it.
+	StatusSucceeded Status = "succeeded"
+	// StatusFailed: the PSP declined it, or it can never be charged.
+	StatusFailed Status = "failed"
+)
+
+// Who settled a payment, recorded in Payment.SettledBy.
+const (
+	// SettledByWorker: the charge worker, in its fenced completion.
+	SettledByWorker = "charge_worker"
+	// SettledByReconciler: the reconciler, from the PSP's answer.
+	SettledByReconciler = "reconciler"
+)
+
+// ErrPaymentNotFound is returned when no payment has the given ID.
+var ErrPaymentNotFound = errors.New("payments: payment not found")
+
+// Payment is a row of the payments table.
+type Payment struct {
+	// ID is the payment's identifier, also its charge job's unique key.
+	ID string
+	// AmountCents and Currency are what to charge.
+	AmountCents int64
+	Currency    string
+	// Status is the payment's state.
+	Status Status
+	// IdempotencyKey is the key every charge attempt sends to the PSP. It is
+	// derived from the payment (ChargeIdempotencyKey) and stored with it.
+	IdempotencyKey string
+	// ChargeJobID is the charge job enqueued with the payment.
+	ChargeJobID int64
+	// PSPChargeID is the PSP's charge, once known.
+	PSPChargeID string
+	// FailureReason says why a failed payment failed.
+	FailureReason string
+	// SettledBy says who settled it: SettledByWorker or SettledByReconciler.
+	SettledBy string
+	// SettledToken is the fencing token of the charge lease that settled it
+	// (for the reconciler, the stuck job's last token).
+	SettledToken int64
+	// CreatedAt and UpdatedAt are on the application's clock.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// NewPayment is a payment to create.
+type NewPayment struct {
+	// ID is the payment's identifier: letters, digits and _ - . : /.
+	ID string
+	// AmountCents must be positive.
+	AmountCents int64
+	// Currency is an ISO 4217 code.
+	Currency string
+}
+
+// ChargeIdempotencyKey returns the PSP idempotency key of a payment's charge.
+// It depends on the payment only, so every attempt — after a crash, a lost
+// response, a reconciliation — sends the same key, and the PSP charges once.
+func ChargeIdempotencyKey(paymentID string) string { return "charge-" + paymentID }
+
+// ChargeArgs are the arguments of a payment's charge job.
+type ChargeArgs struct {
+	// PaymentID is the payment to charge.
+	PaymentID string `json:"payment_id"`
+}
+
+// Kind implements leasehold.JobArgs.
+func (ChargeArgs) Kind() string { return ChargeKind }

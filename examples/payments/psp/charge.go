@@ -1,0 +1,93 @@
+// Package psp is a payment service provider (PSP) simulator served over HTTP
+// on loopback, and a client for it. It behaves like a real card processor
+// where it matters for the reference system in package payments:
+//
+//   - A charge carries an idempotency key. The first request with a key
+//     decides the outcome; every later request with the same key returns that
+//     outcome and never charges again, as Stripe and Adyen do. A request with
+//     a key still being processed gets 409 Conflict; one with the same key but
+//     different parameters gets 422.
+//   - A charge can be looked up by its idempotency key, which is how a
+//     reconciler learns the truth after a lost response or a crashed worker.
+//   - A succeeded charge can be refunded.
+//
+// It can also misbehave on purpose, with rates set in Config and decided
+// deterministically from Config.Seed: latency, errors before any processing
+// (503), slow responses that outlast the client's timeout, and the nasty case
+// — the charge is made but the response is lost (the connection is closed
+// without an answer).
+//
+// The simulator keeps its own ledger of money moved, independent of the
+// caller's database, so a double charge (two successful charges for one
+// payment reference) is detectable: Stats().DoubleCharges.
+package psp
+
+import "time"
+
+// ChargeStatus is the state of a charge at the PSP.
+type ChargeStatus string
+
+// Charge statuses.
+const (
+	// StatusProcessing: the request was received and is being worked on.
+	StatusProcessing ChargeStatus = "processing"
+	// StatusSucceeded: the money was captured.
+	StatusSucceeded ChargeStatus = "succeeded"
+	// StatusDeclined: the card was declined; no money moved. Final.
+	StatusDeclined ChargeStatus = "declined"
+)
+
+// ChargeRequest is the body of a charge request.
+type ChargeRequest struct {
+	// Amount is in the currency's minor unit (cents); it must be positive.
+	Amount int64 `json:"amount"`
+	// Currency is an ISO 4217 code ("EUR").
+	Currency string `json:"currency"`
+	// Reference is the merchant's own identifier for the payment. The ledger
+	// groups charges by it to detect double charges.
+	Reference string `json:"reference"`
+}
+
+// Charge is a charge as the PSP records it.
+type Charge struct {
+	// ID is the PSP's identifier ("ch_000001").
+	ID string `json:"id"`
+	// IdempotencyKey is the key of the request that created it.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Reference, Amount and Currency are as requested.
+	Reference string `json:"reference"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	// Status is the charge's state.
+	Status ChargeStatus `json:"status"`
+	// DeclineCode says why a declined charge was declined.
+	DeclineCode string `json:"decline_code,omitempty"`
+	// Refunded is set once the charge has been refunded.
+	Refunded bool `json:"refunded"`
+	// CreatedAt is when the request was received.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Stats counts what the simulator did since it started.
+type Stats struct {
+	// Requests counts every HTTP request received.
+	Requests int64 `json:"requests"`
+	// Charges counts successful charges: money captured.
+	Charges int64 `json:"charges"`
+	// Declines counts declined charges.
+	Declines int64 `json:"declines"`
+	// Replays counts charge requests answered from an earlier request with
+	// the same idempotency key.
+	Replays int64 `json:"replays"`
+	// Refunds counts refunds made.
+	Refunds int64 `json:"refunds"`
+	// InjectedErrors counts requests failed with 503 before any processing.
+	InjectedErrors int64 `json:"injected_errors"`
+	// LostResponses counts charges made whose response was dropped.
+	LostResponses int64 `json:"lost_responses"`
+	// SlowResponses counts requests delayed by Config.SlowDelay.
+	SlowResponses int64 `json:"slow_responses"`
+	// DoubleCharges counts references with more than one successful charge.
+	// With callers that derive idempotency keys from the payment it is zero.
+	DoubleCharges int64 `json:"double_charges"`
+}

@@ -1,0 +1,159 @@
+package psp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// ErrNotFound is returned by Lookup when the PSP has no charge with the key:
+// no request with it ever reached the PSP.
+var ErrNotFound = errors.New("psp: no charge with this idempotency key")
+
+// Error is an error response from the PSP.
+type Error struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the PSP's error code ("unavailable", "in_progress").
+	Code string
+	// Message explains it.
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	return fmt.Sprintf("psp: %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// Retryable reports whether the same request may succeed later: server
+// errors, rate limits and a request with the same key still in progress.
+func (e *Error) Retryable() bool {
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusConflict || e.StatusCode == http.StatusTooManyRequests
+}
+
+// IsRetryable reports whether err from a Client call is transient: a
+// retryable *Error, or a transport failure (timeout, connection lost) after
+// which the outcome is unknown and the request must be repeated with the same
+// idempotency key.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Retryable()
+	}
+	return !errors.Is(err, ErrNotFound)
+}
+
+// Client calls a PSP simulator.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client for the PSP at baseURL whose requests time out
+// after timeout (zero: 10 s). It never uses a proxy: the simulator is on
+// loopback.
+func NewClient(baseURL string, timeout time.Duration) *Client {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{base: baseURL, http: &http.Client{Transport: tr, Timeout: timeout}}
+}
+
+// CloseIdleConnections closes the client's idle connections.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// Charge asks the PSP to charge req under the idempotency key. The returned
+// charge is succeeded or declined (a decline is not an error). An error
+// leaves the outcome unknown when IsRetryable: repeat with the same key, or
+// Lookup the key.
+func (c *Client) Charge(ctx context.Context, key string, req ChargeRequest) (*Charge, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("psp: encode charge: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/charges", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("psp: build charge request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Idempotency-Key", key)
+	// net/http resends a request with an Idempotency-Key by itself when a
+	// reused connection drops; that would hide lost responses from the
+	// caller, whose retry policy should decide. Without GetBody it cannot.
+	hreq.GetBody = nil
+	var ch Charge
+	if err := c.do(hreq, &ch); err != nil {
+		return nil, fmt.Errorf("charge %s: %w", key, err)
+	}
+	return &ch, nil
+}
+
+// Lookup returns the charge made under the idempotency key, or ErrNotFound
+// when the PSP never received a request with it.
+func (c *Client) Lookup(ctx context.Context, key string) (*Charge, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/charges?idempotency_key="+url.QueryEscape(key), nil)
+	if err != nil {
+		return nil, fmt.Errorf("psp: build lookup request: %w", err)
+	}
+	var ch Charge
+	if err := c.do(hreq, &ch); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.StatusCode == http.StatusNotFound {
+			return nil, fmt.Errorf("look up %s: %w", key, ErrNotFound)
+		}
+		return nil, fmt.Errorf("look up %s: %w", key, err)
+	}
+	return &ch, nil
+}
+
+// Refund refunds a succeeded charge; refunding twice returns the refunded
+// charge again.
+func (c *Client) Refund(ctx context.Context, chargeID string) (*Charge, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/charges/"+url.PathEscape(chargeID)+"/refund", nil)
+	if err != nil {
+		return nil, fmt.Errorf("psp: build refund request: %w", err)
+	}
+	var ch Charge
+	if err := c.do(hreq, &ch); err != nil {
+		return nil, fmt.Errorf("refund %s: %w", chargeID, err)
+	}
+	return &ch, nil
+}
+
+func (c *Client) do(req *http.Request, out any) error {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("psp: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("psp: read response: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var body apiError
+		_ = json.Unmarshal(data, &body)
+		return &Error{StatusCode: resp.StatusCode, Code: body.Error.Code, Message: body.Error.Message}
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("psp: decode response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+package psp
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config sets the simulator's behaviour. Rates are probabilities from 0 to 1;
+// each decision is a pure function of Seed, the idempotency key (or
+// reference) and how many requests that key has made, so a run with the same
+// seed makes the same decisions whatever the timing.
+type Config struct {
+	// Seed makes the injected behaviour repeatable.
+	Seed int64
+	// MinLatency and MaxLatency bound the processing time of a charge, drawn
+	// uniformly; default 0.
+	MinLatency, MaxLatency time.Duration
+	// DeclineRate is the share of payment references whose card is declined.
+	// A declined reference stays declined.
+	DeclineRate float64
+	// ErrorRate is the share of requests failed with 503 before any
+	// processing: nothing is charged.
+	ErrorRate float64
+	// LostResponseRate is the share of charge requests that are processed
+	// (the money moves) but whose response never arrives: the connection is
+	// closed instead.
+	LostResponseRate float64
+	// SlowRate is the share of charge requests delayed by SlowDelay before
+	// processing, to outlast the client's timeout; the charge still happens.
+	SlowRate float64
+	// SlowDelay is the extra delay of slow requests; default 1 s.
+	SlowDelay time.Duration
+}
+
+// Server is a running PSP simulator. Create it with Start.
+type Server struct {
+	cfg      Config
+	listener net.Listener
+	srv      *http.Server
+	closed   chan struct{}
+	closeMu  sync.Once
+
+	mu       sync.Mutex
+	byKey    map[string]*entry
+	byID     map[string]*entry
+	calls    map[string]int // requests seen per idempotency key
+	captured map[string]int // successful charges per reference
+	nextID   int
+	charges  []*Charge // creation order
+	requests atomic.Int64
+	stats    Stats
+}
+
+// entry is one idempotency key's record: the charge and the request that made it.
+type entry struct {
+	charge *Charge
+	req    ChargeRequest
+}
+
+// Start starts a simulator on a free loopback port.
+func Start(cfg Config) (*Server, error) {
+	if cfg.SlowDelay <= 0 {
+		cfg.SlowDelay = time.Second
+	}
+	if cfg.MaxLatency < cfg.MinLatency {
+		cfg.MaxLatency = cfg.MinLatency
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("psp: listen on loopback: %w", err)
+	}
+	s := &Server{
+		cfg: cfg, listener: ln, closed: make(chan struct{}),
+		byKey: map[string]*entry{}, byID: map[string]*entry{}, calls: map[string]int{}, captured: map[string]int{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/charges", s.handleCharge)
+	mux.HandleFunc("GET /v1/charges", s.handleLookup)
+	mux.HandleFunc("POST /v1/charges/{id}/refund", s.handleRefund)
+	s.srv = &http.Server{Handler: s.count(mux), ReadHeaderTimeout: 5 * time.Second}
+	go s.srv.Serve(ln) //nolint:errcheck // returns http.ErrServerClosed on Close
+	return s, nil
+}
+
+// URL returns the simulator's base URL ("http://127.0.0.1:port").
+func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+
+// Close stops the simulator at once; requests being delayed are dropped.
+func (s *Server) Close() error {
+	s.closeMu.Do(func() { close(s.closed) })
+	return s.srv.Close()
+}
+
+// Stats returns the simulator's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Requests = s.requests.Load()
+	for _, n := range s.captured {
+		if n > 1 {
+			st.DoubleCharges++
+		}
+	}
+	return st
+}
+
+// Ledger returns a copy of every charge, in creation order.
+func (s *Server) Ledger() []Charge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Charge, len(s.charges))
+	for i, c := range s.charges {
+		out[i] = *c
+	}
+	return out
+}
+
+// CapturedFor returns how many successful charges the ledger holds for a
+// payment reference: 0 or 1, unless the reference was charged twice.
+func (s *Server) CapturedFor(reference string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.captured[reference]
+}
+
+func (s *Server) count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// roll returns a number in [0, 1) that depends only on the seed and parts.
+func (s *Server) roll(parts ...any) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(s.cfg.Seed))
+	h.Write(b[:])
+	for _, p := range parts {
+		fmt.Fprint(h, "|", p)
+	}
+	// Mix the bits: FNV's low bits are weak for short inputs.
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return float64(x>>11) / float64(1<<53)
+}
+
+// sleep waits d, or less when the server closes.
+func (s *Server) sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.closed:
+	}
+}
+
+func (s *Server) latency(key string, n int) time.Duration {
+	span := s.cfg.MaxLatency - s.cfg.MinLatency
+	return s.cfg.MinLatency + time.Duration(math.Floor(s.roll("latency", key, n)*float64(span)))
+}
+
+func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return
+	}
+	var req ChargeRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "body: "+err.Error())
+		return
+	}
+	if req.Amount <= 0 || len(req.Currency) != 3 || req.Reference == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "amount must be positive, currency a 3-letter code, reference set")
+		return
+	}
+
+	s.mu.Lock()
+	s.calls[key]++
+	n := s.calls[key]
+	if s.roll("error", key, n) < s.cfg.ErrorRate {
+		s.stats.InjectedErrors++
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "injected error: try again")
+		return
+	}
+	if e := s.byKey[key]; e != nil {
+		switch {
+		case e.req != req:
+			s.mu.Unlock()
+			writeError(w, http.StatusUnprocessableEntity, "idempotency_mismatch", "this idempotency key was used with different parameters")
+		case e.charge.Status == StatusProcessing:
+			s.mu.Unlock()
+			writeError(w, http.StatusConflict, "in_progress", "a request with this idempotency key is being processed")
+		default:
+			s.stats.Replays++
+			c := *e.charge
+			s.mu.Unlock()
+			s.sleep(s.latency(key, n))
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeJSON(w, http.StatusOK, &c)
+		}
+		return
+	}
+	s.nextID++
+	c := &Charge{
+		ID: fmt.Sprintf("ch_%06d", s.nextID), IdempotencyKey: key, Reference: req.Reference,
+		Amount: req.Amount, Currency: req.Currency, Status: StatusProcessing, CreatedAt: time.Now().UTC(),
+	}
+	e := &entry{charge: c, req: req}
+	s.byKey[key], s.byID[c.ID] = e, e
+	s.charges = append(s.charges, c)
+	slow := s.roll("slow", key, n) < s.cfg.SlowRate
+	if slow {
+		s.stats.SlowResponses++
+	}
+	s.mu.Unlock()
+
+	// Processing does not stop when the caller gives up: a real processor
+	// finishes what it started.
+	delay := s.latency(key, n)
+	if slow {
+		delay += s.cfg.SlowDelay
+	}
+	s.sleep(delay)
+
+	s.mu.Lock()
+	if s.roll("decline", req.Reference) < s.cfg.DeclineRate {
+		c.Status, c.DeclineCode = StatusDeclined, "card_declined"
+		s.stats.Declines++
+	} else {
+		c.Status = StatusSucceeded
+		s.captured[req.Reference]++
+		s.stats.Charges++
+	}
+	out := *c
+	lost := s.roll("lost", key, n) < s.cfg.LostResponseRate
+	if lost {
+		s.stats.LostResponses++
+	}
+	s.mu.Unlock()
+
+	if lost {
+		dropConnection(w)
+		return
+	}
+	writeJSON(w, http.StatusCreated, &out)
+}
+
+// dropConnection closes the connection without a response, as a network
+// failure after the charge would.
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		writeError(w, http.StatusBadGateway, "connection_lost", "response lost")
+		return
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	conn.Close()
+}
+
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("idempotency_key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the idempotency_key parameter is required")
+		return
+	}
+	s.mu.Lock()
+	s.calls["lookup:"+key]++
+	n := s.calls["lookup:"+key]
+	if s.roll("error", "lookup:"+key, n) < s.cfg.ErrorRate {
+		s.stats.InjectedErrors++
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "injected error: try again")
+		return
+	}
+	e := s.byKey[key]
+	var c Charge
+	if e != nil {
+		c = *e.charge
+	}
+	s.mu.Unlock()
+	if e == nil {
+		writeError(w, http.StatusNotFound, "not_found", "no charge with this idempotency key")
+		return
+	}
+	writeJSON(w, http.StatusOK, &c)
+}
+
+func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	e := s.byID[id]
+	if e == nil {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
+		return
+	}
+	if e.charge.Status != StatusSucceeded {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "not_refundable", "charge "+id+" is "+string(e.charge.Status))
+		return
+	}
+	// Refunding twice is a no-op that returns the refunded charge.
+	if !e.charge.Refunded {
+		e.charge.Refunded = true
+		s.stats.Refunds++
+	}
+	c := *e.charge
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, &c)
+}
+
+// apiError is the body of an error response.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var body apiError
+	body.Error.Code, body.Error.Message = code, msg
+	writeJSON(w, status, &body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// An error means the caller went away; there is no one left to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
