@@ -1,12 +1,3 @@
-// Package leaseholdtest helps users test code that inserts and works
-// leasehold jobs: assertions about the jobs a piece of code inserted
-// (RequireInserted, RequireNotInserted, RequireManyInserted, each with a
-// transactional twin that sees the caller's uncommitted rows) and a Worker
-// that runs one job synchronously through a real client and returns what
-// happened.
-//
-// The helpers take any driver (package sqlite, package postgres) and report
-// failures through a TB, which *testing.T and *testing.B satisfy.
 package leaseholdtest
 
 import (
