@@ -263,7 +263,8 @@ func testWorkerFailures[TTx any](t *testing.T, b backend[TTx]) {
 	})
 
 	t.Run("Deadline", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		// Long enough for the claim on a slow machine: the wait is what times out.
+		ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 		defer cancel()
 		ft := &fakeTB{}
 		start := time.Now()
