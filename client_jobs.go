@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
@@ -194,4 +195,33 @@ func (c *clientCore) setState(ctx context.Context, action string, p *driver.JobS
 		c.wakeQueue(row.Queue)
 	}
 	return row, nil
+}
+
+// ThroughputCount is the number of attempts of one queue that ended in one
+// minute with one outcome.
+type ThroughputCount = driver.ThroughputCount
+
+// JobThroughput counts the attempts that ended since the given time, per
+// queue, minute and outcome, oldest minute first: completions, failures and
+// lease expiries over time.
+func (c *clientCore) JobThroughput(ctx context.Context, since time.Time) ([]*ThroughputCount, error) {
+	counts, err := c.exec.JobThroughput(ctx, &driver.JobThroughputParams{Since: since})
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: count throughput: %w", err)
+	}
+	return counts, nil
+}
+
+// QueueBacklog is the claimable backlog of one queue: how many jobs could
+// be claimed now, and how long the oldest of them has been due (queue lag).
+type QueueBacklog = driver.QueueBacklog
+
+// QueueBacklog returns the backlog of every queue with claimable jobs,
+// measured on the database clock.
+func (c *clientCore) QueueBacklog(ctx context.Context) ([]*QueueBacklog, error) {
+	backlog, err := c.exec.QueueBacklog(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: measure backlog: %w", err)
+	}
+	return backlog, nil
 }

@@ -129,6 +129,14 @@ type Executor interface {
 	JobSetState(ctx context.Context, params *JobSetStateParams) (*leasetype.JobRow, bool, error)
 	// JobCountByState counts jobs per queue and state.
 	JobCountByState(ctx context.Context) ([]*QueueStateCount, error)
+	// JobThroughput counts the attempts that ended at or after Since, per
+	// queue, minute (truncated, UTC) and outcome, oldest minute first.
+	JobThroughput(ctx context.Context, params *JobThroughputParams) ([]*ThroughputCount, error)
+	// QueueBacklog returns, for each queue with claimable jobs now (available,
+	// scheduled or retryable and due on the database clock), how many there
+	// are and the age of the oldest, measured from its ScheduledAt on the
+	// database clock. Queues are in name order.
+	QueueBacklog(ctx context.Context) ([]*QueueBacklog, error)
 
 	// MigrationApplied returns the applied migration versions in order,
 	// creating the bookkeeping table when missing.
@@ -253,4 +261,26 @@ type QueueStateCount struct {
 	Queue string
 	State leasetype.JobState
 	Count int64
+}
+
+// JobThroughputParams selects the window of JobThroughput.
+type JobThroughputParams struct {
+	Since time.Time
+}
+
+// ThroughputCount is the number of attempts of one queue that ended in one
+// minute with one outcome.
+type ThroughputCount struct {
+	Queue   string
+	Minute  time.Time
+	Outcome leasetype.AttemptOutcome
+	Count   int64
+}
+
+// QueueBacklog is the claimable backlog of one queue.
+type QueueBacklog struct {
+	Queue     string
+	Available int64
+	// OldestAge is how long the oldest claimable job has been due.
+	OldestAge time.Duration
 }

@@ -26,6 +26,7 @@ func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Admin", exerciseAdmin[TTx]},
 		{"Migrate", exerciseMigrate[TTx]},
 		{"Notify", exerciseNotify[TTx]},
+		{"Stats", exerciseStats[TTx]},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

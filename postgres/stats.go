@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// sqlJobThroughput counts ended attempts per queue, minute and outcome. It
+// scans the attempt history by its finished_at index and joins each attempt
+// to its job for the queue.
+const sqlJobThroughput = `
+SELECT j.queue, date_trunc('minute', a.finished_at) AS minute, a.outcome, count(*)
+FROM leasehold_attempt a
+JOIN leasehold_job j ON j.id = a.job_id
+WHERE a.finished_at >= $1
+GROUP BY 1, 2, 3
+ORDER BY 2, 1, 3`
+
+// sqlQueueBacklog measures each queue's claimable backlog on the database
+// clock, through the partial claim index.
+const sqlQueueBacklog = `
+SELECT queue, count(*), extract(epoch FROM now() - min(scheduled_at)) * 1000000
+FROM leasehold_job
+WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= now()
+GROUP BY queue
+ORDER BY queue`
+
+func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*driver.ThroughputCount, error) {
+	rows, err := e.db.Query(ctx, sqlJobThroughput, params.Since)
+	if err != nil {
+		return nil, fmt.Errorf("count throughput: %w", translate(err))
+	}
+	defer rows.Close()
+	out := []*driver.ThroughputCount{}
+	for rows.Next() {
+		var (
+			c       driver.ThroughputCount
+			outcome string
+		)
+		if err := rows.Scan(&c.Queue, &c.Minute, &outcome, &c.Count); err != nil {
+			return nil, fmt.Errorf("scan throughput: %w", err)
+		}
+		c.Minute = c.Minute.UTC()
+		c.Outcome = leasetype.AttemptOutcome(outcome)
+		out = append(out, &c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count throughput: %w", translate(err))
+	}
+	return out, nil
+}
+
+func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, error) {
+	rows, err := e.db.Query(ctx, sqlQueueBacklog)
+	if err != nil {
+		return nil, fmt.Errorf("measure backlog: %w", translate(err))
+	}
+	defer rows.Close()
+	out := []*driver.QueueBacklog{}
+	for rows.Next() {
+		var (
+			b     driver.QueueBacklog
+			ageUS float64
+		)
+		if err := rows.Scan(&b.Queue, &b.Available, &ageUS); err != nil {
+			return nil, fmt.Errorf("scan backlog: %w", err)
+		}
+		b.OldestAge = max(0, time.Duration(ageUS)*time.Microsecond)
+		out = append(out, &b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("measure backlog: %w", translate(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// queryJobThroughput counts ended attempts per queue, minute and outcome,
+// scanning the attempt history by its finished_at index.
+const queryJobThroughput = `
+SELECT j.queue, (a.finished_at / 60000000) * 60000000 AS minute, a.outcome, count(*)
+FROM leasehold_attempt a
+JOIN leasehold_job j ON j.id = a.job_id
+WHERE a.finished_at >= ?
+GROUP BY 1, 2, 3
+ORDER BY 2, 1, 3`
+
+// queryQueueBacklog measures each queue's claimable backlog on the database
+// clock.
+const queryQueueBacklog = `
+SELECT queue, count(*), ` + sqlNow + ` - min(scheduled_at)
+FROM leasehold_job
+WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= ` + sqlNow + `
+GROUP BY queue
+ORDER BY queue`
+
+// JobThroughput counts ended attempts per queue, minute and outcome.
+func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*driver.ThroughputCount, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, queryJobThroughput, params.Since.UnixMicro())
+	if err != nil {
+		return nil, fmt.Errorf("count throughput: %w", err)
+	}
+	defer rows.Close()
+	out := []*driver.ThroughputCount{}
+	for rows.Next() {
+		var (
+			c       driver.ThroughputCount
+			minute  int64
+			outcome string
+		)
+		if err := rows.Scan(&c.Queue, &minute, &outcome, &c.Count); err != nil {
+			return nil, fmt.Errorf("count throughput: %w", err)
+		}
+		c.Minute, c.Outcome = fromMicros(minute), leasetype.AttemptOutcome(outcome)
+		out = append(out, &c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count throughput: %w", err)
+	}
+	return out, nil
+}
+
+// QueueBacklog measures each queue's claimable backlog.
+func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, queryQueueBacklog)
+	if err != nil {
+		return nil, fmt.Errorf("measure backlog: %w", err)
+	}
+	defer rows.Close()
+	out := []*driver.QueueBacklog{}
+	for rows.Next() {
+		var (
+			b     driver.QueueBacklog
+			ageUS int64
+		)
+		if err := rows.Scan(&b.Queue, &b.Available, &ageUS); err != nil {
+			return nil, fmt.Errorf("measure backlog: %w", err)
+		}
+		b.OldestAge = max(0, time.Duration(ageUS)*time.Microsecond)
+		out = append(out, &b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("measure backlog: %w", err)
+	}
+	return out, nil
+}
