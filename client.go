@@ -36,10 +36,11 @@ type clientCore struct {
 	stuckKinds []string
 	client     any // the *Client[TTx], for ClientFromContext
 
-	leases    *leaseSet
-	completer *completer
-	stats     statsCounters
-	producers map[string]*producer
+	middleware middlewares
+	leases     *leaseSet
+	completer  *completer
+	stats      statsCounters
+	producers  map[string]*producer
 
 	mu       sync.Mutex // guards started and the run state below
 	started  bool
@@ -62,15 +63,20 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 	if err != nil {
 		return nil, err
 	}
+	mw, err := newMiddlewares(cfg.Middleware)
+	if err != nil {
+		return nil, err
+	}
 	core := &clientCore{
-		cfg:       cfg,
-		exec:      d.GetExecutor(),
-		logger:    cfg.Logger,
-		owner:     ownerID(cfg.ID),
-		workers:   map[string]*workerEntry{},
-		kindTTL:   map[string]time.Duration{},
-		leases:    newLeaseSet(),
-		producers: map[string]*producer{},
+		cfg:        cfg,
+		exec:       d.GetExecutor(),
+		logger:     cfg.Logger,
+		owner:      ownerID(cfg.ID),
+		middleware: mw,
+		workers:    map[string]*workerEntry{},
+		kindTTL:    map[string]time.Duration{},
+		leases:     newLeaseSet(),
+		producers:  map[string]*producer{},
 	}
 	if n, ok := any(d).(driver.Notifier); ok {
 		core.notifier = n
@@ -132,7 +138,7 @@ func (c *clientCore) Start(ctx context.Context) error {
 
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
-	hb := &heartbeater{exec: c.exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats}
+	hb := &heartbeater{exec: c.exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
 	watcher := &maintenance.Watcher{
 		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
 		OnExpired: func(rows []*leasetype.JobRow) {

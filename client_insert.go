@@ -53,13 +53,16 @@ func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args J
 }
 
 func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) ([]*InsertResult, error) {
-	ps, err := c.buildInsertParams(params)
+	var rows []*driver.JobInsertResult
+	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
+		rows, err = exec.JobInsertMany(ctx, ps)
+		if err != nil {
+			return fmt.Errorf("leasehold: insert jobs: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	rows, err := exec.JobInsertMany(ctx, ps)
-	if err != nil {
-		return nil, fmt.Errorf("leasehold: insert jobs: %w", err)
 	}
 	out := make([]*InsertResult, len(rows))
 	for i, r := range rows {
@@ -72,25 +75,51 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 }
 
 func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) (int, error) {
-	ps, err := c.buildInsertParams(params)
-	if err != nil {
-		return 0, err
-	}
-	for i, p := range ps {
-		if p.UniqueKey != "" {
-			return 0, fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
+	var n int
+	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
+		for i, p := range ps {
+			if p.UniqueKey != "" {
+				return fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
+			}
 		}
-	}
-	n, err := exec.JobInsertFast(ctx, ps)
-	if err != nil {
-		return 0, fmt.Errorf("leasehold: insert jobs: %w", err)
-	}
-	if wake {
-		for _, p := range ps {
-			c.wakeQueue(p.Queue)
+		if n, err = exec.JobInsertFast(ctx, ps); err != nil {
+			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
+		if wake {
+			for _, p := range ps {
+				c.wakeQueue(p.Queue)
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// withInsertMiddleware validates and encodes the jobs after the insert
+// middleware has seen them, and calls insert with the result.
+func (c *clientCore) withInsertMiddleware(ctx context.Context, params []InsertManyParams, insert func(context.Context, []*driver.JobInsertParams) error) error {
+	if len(params) == 0 {
+		return fmt.Errorf("%w: no jobs to insert", ErrInvalidArgs)
 	}
-	return n, nil
+	if len(c.middleware.insert) == 0 {
+		ps, err := c.buildInsertParams(params)
+		if err != nil {
+			return err
+		}
+		return insert(ctx, ps)
+	}
+	jobs := insertJobs(params)
+	return c.middleware.wrapInsert(ctx, jobs, func(ctx context.Context) error {
+		withOpts := make([]InsertManyParams, len(jobs))
+		for i, j := range jobs {
+			withOpts[i] = InsertManyParams{Args: j.Args, InsertOpts: &j.Opts}
+		}
+		ps, err := c.buildInsertParams(withOpts)
+		if err != nil {
+			return err
+		}
+		return insert(ctx, ps)
+	})
 }
 
 func (c *clientCore) buildInsertParams(params []InsertManyParams) ([]*driver.JobInsertParams, error) {

@@ -53,6 +53,10 @@ type Config struct {
 	// default 1000.
 	CompleterMaxBatch int
 
+	// Middleware wraps inserts and handler calls and observes heartbeats
+	// (tracing, metrics); see Middleware. The first is outermost.
+	Middleware []Middleware
+
 	// Logger receives the client's logs; default warnings and errors as text on stderr.
 	Logger *slog.Logger
 }

@@ -18,6 +18,7 @@ type heartbeater struct {
 	writeMu *sync.Mutex // shared with the completer, so their row locks never interleave
 	logger  *slog.Logger
 	stats   *statsCounters
+	observe func(leases int, rtt time.Duration, err error)
 }
 
 // minHeartbeatWait bounds how often the loop wakes, whatever the TTLs.
@@ -116,8 +117,12 @@ func (h *heartbeater) tick(ctx context.Context) time.Time {
 	h.writeMu.Lock()
 	sentAt := time.Now()
 	renewed, err := h.exec.JobHeartbeat(callCtx, params)
+	rtt := time.Since(sentAt)
 	h.writeMu.Unlock()
 	h.stats.heartbeats.Add(1)
+	if h.observe != nil {
+		h.observe(len(params.Leases), rtt, err)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			h.logger.Warn("leasehold: renew leases", "leases", len(due), "error", err)

@@ -93,7 +93,7 @@ func (c *clientCore) callHandler(ctx context.Context, l *lease) (err error) {
 			err = &panicError{value: r, stack: string(debug.Stack())}
 		}
 	}()
-	return l.entry.work(ctx, l.row)
+	return c.middleware.wrapWork(ctx, l.row, func(ctx context.Context) error { return l.entry.work(ctx, l.row) })
 }
 
 // panicError is a recovered handler panic.
