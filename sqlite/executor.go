@@ -2,25 +2,19 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
 )
 
-// querier is what the executor runs statements on: *sql.DB, *sql.Tx or
-// *sql.Conn.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // executor implements driver.Executor on a querier.
 type executor struct {
 	d *Driver
+	// q runs the driver's statements, prepared once through d's cache.
 	q querier
+	// raw runs Exec's arbitrary SQL: the pool or the transaction.
+	raw querier
 	// onPool is set when q is the pool: each write then takes the driver's
 	// write lock and its own BEGIN IMMEDIATE transaction. Otherwise q is in a
 	// transaction and writes run in it, under a savepoint.
@@ -51,9 +45,9 @@ func (e *executor) read() (querier, error) {
 	return e.q, nil
 }
 
-// write runs fn atomically: on the pool in its own BEGIN IMMEDIATE
-// transaction under the driver's write lock, in a transaction under a
-// savepoint. fn must not keep q.
+// write runs fn atomically: on the pool in its own transaction under the
+// driver's write lock (BEGIN IMMEDIATE with the DSN's _txlock=immediate), in
+// a transaction under a savepoint. fn must not keep q.
 func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 	if err := e.open(); err != nil {
 		return err
@@ -66,19 +60,18 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 		return err
 	}
 	defer release()
-	conn, err := e.d.db.Conn(ctx)
+	tx, err := e.d.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("get connection: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		conn.Close()
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	if err := fn(conn); err != nil {
-		endImmediate(ctx, conn, false) //nolint:errcheck // fn's error is the one to report
+	if err := fn(e.d.txQuerier(tx)); err != nil {
+		tx.Rollback() //nolint:errcheck // fn's error is the one to report
 		return err
 	}
-	return endImmediate(ctx, conn, true)
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // Exec runs sql, which may hold several statements separated by semicolons.
@@ -95,7 +88,7 @@ func (e *executor) Exec(ctx context.Context, sql string) error {
 		}
 		defer release()
 	}
-	if _, err := e.q.ExecContext(ctx, sql); err != nil {
+	if _, err := e.raw.ExecContext(ctx, sql); err != nil {
 		return fmt.Errorf("exec: %w", err)
 	}
 	return nil

@@ -2,9 +2,9 @@
 // server, one database file, using the pure-Go driver modernc.org/sqlite.
 //
 // SQLite has a single writer. Every write this driver makes runs in a
-// transaction that takes the write lock at once (BEGIN IMMEDIATE), so a claim
-// or a finish is never a read upgraded to a write, and two claimers can never
-// lease the same job. Within one process the driver also queues its own write
+// transaction that takes the write lock at once (BEGIN IMMEDIATE, from the
+// DSN's _txlock=immediate), so a claim or a finish is never a read upgraded
+// to a write, and two claimers can never lease the same job. Within one process the driver also queues its own write
 // transactions on a lock, so many goroutines wait in Go rather than spin in
 // SQLite's busy handler; other processes on the same file are held off by
 // busy_timeout.
@@ -39,16 +39,21 @@ type Driver struct {
 	// writeLock serialises this driver's own write transactions in process:
 	// a buffered channel of one, so waiting can respect a context.
 	writeLock chan struct{}
+	stmts     *stmtCache
 }
 
 // New returns a driver on db, a database opened with the driver name
 // "sqlite" (modernc.org/sqlite). Open it with the DSN that DSN returns, or
 // one with the same settings: transactions must take the write lock at once
-// (_txlock=immediate) for the user's own transactions to be safe, and the
-// database should be in WAL mode with a busy timeout.
+// (_txlock=immediate), or a write transaction that has read first fails with
+// SQLITE_BUSY when another process wrote in between; and the database should
+// be in WAL mode with a busy timeout.
 func New(db *sql.DB) *Driver {
-	return &Driver{db: db, writeLock: make(chan struct{}, 1)}
+	return &Driver{db: db, writeLock: make(chan struct{}, 1), stmts: &stmtCache{db: db}}
 }
+
+// txQuerier runs the driver's cached statements inside tx.
+func (d *Driver) txQuerier(tx *sql.Tx) querier { return cachedQuerier{cache: d.stmts, tx: tx} }
 
 // Name returns "sqlite".
 func (d *Driver) Name() string { return "sqlite" }
@@ -59,14 +64,14 @@ func (d *Driver) DB() *sql.DB { return d.db }
 // GetExecutor returns an executor on the database pool. Each of its write
 // methods runs in its own BEGIN IMMEDIATE transaction.
 func (d *Driver) GetExecutor() driver.Executor {
-	return &executor{d: d, q: d.db, onPool: true}
+	return &executor{d: d, q: cachedQuerier{cache: d.stmts}, raw: d.db, onPool: true}
 }
 
 // UnwrapExecutor returns an executor that runs inside tx. It never commits or
 // rolls tx back; a write method of several statements runs inside a savepoint
 // so that it is atomic within tx.
 func (d *Driver) UnwrapExecutor(tx *sql.Tx) driver.Executor {
-	return &executor{d: d, q: tx}
+	return &executor{d: d, q: d.txQuerier(tx), raw: tx}
 }
 
 // Migrations returns the SQLite schema migrations in version order.

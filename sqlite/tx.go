@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -38,29 +37,6 @@ func (d *Driver) lockWrites(ctx context.Context) (func(), error) {
 	}
 }
 
-// endImmediate commits or rolls back the transaction open on conn and returns
-// conn to the pool, discarding it when the transaction could not be ended.
-func endImmediate(ctx context.Context, conn *sql.Conn, commit bool) error {
-	var err error
-	if commit {
-		if _, err = conn.ExecContext(ctx, "COMMIT"); err != nil {
-			err = fmt.Errorf("commit: %w", err)
-		}
-	}
-	if !commit || err != nil {
-		// Roll back even when ctx is done: the connection must not go back
-		// to the pool inside a transaction. If that fails too, discard it.
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-			if !commit {
-				err = fmt.Errorf("roll back: %w", rerr)
-			}
-			conn.Raw(func(any) error { return sqldriver.ErrBadConn }) //nolint:errcheck // it discards the connection
-		}
-	}
-	conn.Close()
-	return err
-}
-
 // withSavepoint runs fn under a savepoint on q, which is inside a transaction,
 // rolling back to it when fn fails. Savepoints with the same name nest: each
 // RELEASE or ROLLBACK TO acts on the innermost.
@@ -69,8 +45,20 @@ func withSavepoint(ctx context.Context, q querier, name string, fn func(q querie
 		return fmt.Errorf("begin savepoint: %w", err)
 	}
 	if err := fn(q); err != nil {
-		q.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO "+name+"; RELEASE "+name) //nolint:errcheck // fn's error is the one to report
+		rollbackTo(ctx, q, name) //nolint:errcheck // fn's error is the one to report
 		return err
+	}
+	if _, err := q.ExecContext(ctx, "RELEASE "+name); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// rollbackTo undoes the savepoint name and ends it, even when ctx is done.
+func rollbackTo(ctx context.Context, q querier, name string) error {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := q.ExecContext(ctx, "ROLLBACK TO "+name); err != nil {
+		return fmt.Errorf("roll back to savepoint: %w", err)
 	}
 	if _, err := q.ExecContext(ctx, "RELEASE "+name); err != nil {
 		return fmt.Errorf("release savepoint: %w", err)
@@ -92,8 +80,8 @@ func (t *txState) isDone() bool {
 	return t.done
 }
 
-// txExecutor is an executor in a transaction the driver started: BEGIN
-// IMMEDIATE on a pooled connection, or a savepoint inside a transaction.
+// txExecutor is an executor in a transaction the driver started: a
+// transaction on the pool, or a savepoint inside a transaction.
 type txExecutor struct {
 	executor
 }
@@ -101,8 +89,10 @@ type txExecutor struct {
 var _ driver.ExecutorTx = (*txExecutor)(nil)
 
 // Begin starts a transaction. On the pool it takes the driver's write lock
-// and a connection and runs BEGIN IMMEDIATE, holding both until Commit or
-// Rollback; inside a transaction it opens a savepoint.
+// and begins a transaction on the database (BEGIN IMMEDIATE with the DSN's
+// _txlock=immediate), holding the lock until Commit or Rollback; as with
+// database/sql, the transaction rolls back if ctx ends first. Inside a
+// transaction it opens a savepoint.
 func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	if err := e.open(); err != nil {
 		return nil, err
@@ -114,39 +104,40 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		}
 		q := e.q
 		st := &txState{parent: e.tx, end: func(ctx context.Context, commit bool) error {
-			if commit {
-				if _, err := q.ExecContext(ctx, "RELEASE "+name); err != nil {
-					return fmt.Errorf("release savepoint: %w", err)
-				}
-				return nil
+			if !commit {
+				return rollbackTo(ctx, q, name)
 			}
-			if _, err := q.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO "+name+"; RELEASE "+name); err != nil {
-				return fmt.Errorf("roll back to savepoint: %w", err)
+			if _, err := q.ExecContext(ctx, "RELEASE "+name); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
 			}
 			return nil
 		}}
-		return &txExecutor{executor{d: e.d, q: q, tx: st}}, nil
+		return &txExecutor{executor{d: e.d, q: q, raw: e.raw, tx: st}}, nil
 	}
 
 	release, err := e.d.lockWrites(ctx)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := e.d.db.Conn(ctx)
+	tx, err := e.d.db.BeginTx(ctx, nil)
 	if err != nil {
-		release()
-		return nil, fmt.Errorf("get connection: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		conn.Close()
 		release()
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	st := &txState{end: func(ctx context.Context, commit bool) error {
+	st := &txState{end: func(_ context.Context, commit bool) error {
 		defer release()
-		return endImmediate(ctx, conn, commit)
+		if commit {
+			if err := tx.Commit(); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return nil
+		}
+		if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			return fmt.Errorf("roll back: %w", err)
+		}
+		return nil
 	}}
-	return &txExecutor{executor{d: e.d, q: conn, tx: st}}, nil
+	return &txExecutor{executor{d: e.d, q: e.d.txQuerier(tx), raw: tx, tx: st}}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.
