@@ -235,14 +235,18 @@ func (r *Reconciler[TTx]) settleStuck(ctx context.Context, client *leasehold.Cli
 	}
 }
 
-// settlePending settles a payment pending too long whose job is not stuck.
+// settlePending settles a payment pending too long whose job is neither
+// stuck nor running: waiting for a retry after transient errors, or given up.
 func (r *Reconciler[TTx]) settlePending(ctx context.Context, client *leasehold.Client[TTx], p *Payment) error {
 	job, err := client.JobGet(ctx, p.ChargeJobID)
 	if err != nil && !errors.Is(err, leasehold.ErrNotFound) {
 		return err
 	}
-	if job != nil && job.State == leasetype.JobStateStuck {
-		return nil // the stuck pass handles it
+	if job != nil && (job.State == leasetype.JobStateStuck || job.State == leasetype.JobStateRunning) {
+		// A stuck job is the stuck pass's; a running one belongs to the
+		// worker holding its lease, which records the answer itself (or,
+		// if it dies, leaves the job stuck).
+		return nil
 	}
 	charge, err := r.PSP.Lookup(ctx, p.IdempotencyKey)
 	switch {

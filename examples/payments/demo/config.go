@@ -28,7 +28,7 @@ type Config struct {
 	// RunID prefixes the payment IDs of this run; default "s<seed>".
 	RunID string
 
-	// LeaseTTL is the charge lease; default 2 s, short so that recovery is
+	// LeaseTTL is the charge lease; default 3 s, short so that recovery is
 	// visible quickly.
 	LeaseTTL time.Duration
 	// ReconcileEvery is how often a reconciliation job is enqueued; default 1 s.
@@ -99,7 +99,7 @@ func (c Config) withDefaults() Config {
 		c.Seed = 1
 	}
 	defDur(&c.Timeout, 2*time.Minute)
-	defDur(&c.LeaseTTL, 2*time.Second)
+	defDur(&c.LeaseTTL, 3*time.Second)
 	defDur(&c.ReconcileEvery, time.Second)
 	defDur(&c.PendingAfter, 5*time.Second)
 	defDur(&c.PSPLatency, 20*time.Millisecond)

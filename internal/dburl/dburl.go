@@ -1,0 +1,166 @@
+// Package dburl turns a database URL into an open leasehold backend, for the
+// leasehold command and its subcommands. Accepted forms:
+//
+//	sqlite:leasehold.db            a file, relative to the working directory
+//	sqlite:///var/lib/app/jobs.db  an absolute path
+//	postgres://user:pass@host:5432/db?sslmode=disable  (or postgresql://)
+//
+// Errors are one line and say what to fix; passwords never appear in them.
+package dburl
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/postgres"
+	"github.com/leasehold/leasehold/sqlite"
+)
+
+// Backend names a database backend.
+type Backend string
+
+// Backends.
+const (
+	SQLite   Backend = "sqlite"
+	Postgres Backend = "postgres"
+)
+
+// ErrBadURL is wrapped by every error about a malformed or unsupported URL.
+var ErrBadURL = errors.New("dburl: bad database URL")
+
+// URL is a parsed database URL.
+type URL struct {
+	// Backend is the database it names.
+	Backend Backend
+	// Path is the SQLite file; empty for Postgres.
+	Path string
+	// raw is the URL as given.
+	raw string
+}
+
+// Parse parses a database URL without opening anything.
+func Parse(raw string) (*URL, error) {
+	raw = strings.TrimSpace(raw)
+	scheme, rest, ok := strings.Cut(raw, ":")
+	if !ok || scheme == "" {
+		return nil, fmt.Errorf("%w: %q has no scheme (want postgres://, postgresql:// or sqlite:)", ErrBadURL, raw)
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "sqlite3":
+		path := rest
+		if strings.HasPrefix(path, "//") {
+			path = path[2:] // sqlite:///abs/path and sqlite://rel/path
+		}
+		switch {
+		case path == "":
+			return nil, fmt.Errorf("%w: %q names no file (example: sqlite:leasehold.db)", ErrBadURL, raw)
+		case strings.ContainsRune(path, '?'):
+			return nil, fmt.Errorf("%w: %q: SQLite URLs take no parameters; the backend sets its own", ErrBadURL, raw)
+		case path == ":memory:" || strings.HasPrefix(path, "file::memory:"):
+			return nil, fmt.Errorf("%w: %q: an in-memory SQLite database is not supported (each connection would see its own); use a file", ErrBadURL, raw)
+		}
+		return &URL{Backend: SQLite, Path: path, raw: raw}, nil
+	case "postgres", "postgresql":
+		if _, err := pgxpool.ParseConfig(raw); err != nil {
+			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, redact(raw), firstLine(err.Error()))
+		}
+		return &URL{Backend: Postgres, raw: raw}, nil
+	default:
+		return nil, fmt.Errorf("%w: unsupported scheme %q in %s (want postgres://, postgresql:// or sqlite:)", ErrBadURL, scheme, redact(raw))
+	}
+}
+
+// String returns the URL with any password replaced by "xxxxx".
+func (u *URL) String() string { return redact(u.raw) }
+
+// DB is an open database and its leasehold driver. Exactly one of SQLite and
+// Postgres is set, per URL.Backend.
+type DB struct {
+	// URL is the parsed URL.
+	URL *URL
+	// SQLite is the driver on a SQLite database, and SQLiteDB its database.
+	SQLite   *sqlite.Driver
+	SQLiteDB *sql.DB
+	// Postgres is the driver on a Postgres pool (Postgres.Pool()).
+	Postgres *postgres.Driver
+}
+
+// Open parses raw, opens the database and checks it answers within 10 s.
+func Open(ctx context.Context, raw string) (*DB, error) {
+	u, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Backend {
+	case SQLite:
+		d, db, err := sqlite.Open(u.Path)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: cannot open SQLite database %s: %s", u.Path, firstLine(unwrapAll(err).Error()))
+		}
+		return &DB{URL: u, SQLite: d, SQLiteDB: db}, nil
+	default:
+		cfg, err := pgxpool.ParseConfig(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, u, firstLine(err.Error()))
+		}
+		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		pool, err := pgxpool.NewWithConfig(pingCtx, cfg)
+		if err == nil {
+			err = pool.Ping(pingCtx)
+			if err != nil {
+				pool.Close()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dburl: cannot reach Postgres at %s: %s", u, firstLine(err.Error()))
+		}
+		return &DB{URL: u, Postgres: postgres.New(pool)}, nil
+	}
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	if db.SQLiteDB != nil {
+		return db.SQLiteDB.Close()
+	}
+	if db.Postgres != nil {
+		db.Postgres.Pool().Close()
+	}
+	return nil
+}
+
+// redact hides the password of a URL-shaped string.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// unwrapAll returns the innermost error, to keep messages short.
+func unwrapAll(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
