@@ -37,7 +37,7 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	defaultTTL, _ := millis(params.DefaultLeaseTTL).(int64)
 
 	if e.onPool {
-		if any, err := e.exists(ctx, queryJobClaimableExists, params.Queue); err != nil || !any {
+		if found, err := e.exists(ctx, queryJobClaimableExists, params.Queue); err != nil || !found {
 			if err != nil {
 				return nil, fmt.Errorf("claim jobs: %w", err)
 			}
@@ -216,7 +216,7 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 		limit = 1000
 	}
 	if e.onPool {
-		if any, err := e.exists(ctx, queryJobExpiredExists); err != nil || !any {
+		if found, err := e.exists(ctx, queryJobExpiredExists); err != nil || !found {
 			if err != nil {
 				return nil, fmt.Errorf("expire leases: %w", err)
 			}
