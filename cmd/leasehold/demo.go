@@ -189,4 +189,3 @@ func describeFaults(cfg demo.Config) string {
 	return fmt.Sprintf("worker crashes %s, pauses %s; PSP errors %s, lost responses %s, slow responses %s; declines %s",
 		count(cfg.Crashes), count(cfg.Pauses), pct(cfg.PSPErrorRate), pct(cfg.LostResponseRate), pct(cfg.SlowRate), pct(cfg.DeclineRate))
 }
-

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs the leasehold command in process and returns its stdout.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func smallDemo(dbPath string, extra ...string) []string {
+	return append([]string{"demo", "--database-url", "sqlite:" + dbPath, "--payments", "80", "--workers", "2",
+		"--seed", "5", "--lease-ttl", "1s", "--crashes", "1", "--pauses", "1", "--timeout", "90s"}, extra...)
+}
+
+func TestDemoJSON(t *testing.T) {
+	t.Setenv(databaseURLEnv, "")
+	out, err := runCLI(t, smallDemo(filepath.Join(t.TempDir(), "demo.db"), "--json")...)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"payments", "settled", "pending", "psp_charges", "double_charges", "lease_expiries",
+		"fenced_writes", "reconciled", "crashes", "pauses"} {
+		if _, ok := sum[k].(float64); !ok {
+			t.Fatalf("summary lacks integer field %q: %s", k, out)
+		}
+	}
+	if sum["payments"] != 80.0 || sum["settled"] != 80.0 || sum["pending"] != 0.0 || sum["double_charges"] != 0.0 || sum["lost"] != 0.0 {
+		t.Fatalf("summary = %s", out)
+	}
+	for _, k := range []string{"crashes", "pauses", "lease_expiries", "fenced_writes", "reconciled"} {
+		if sum[k].(float64) < 1 {
+			t.Fatalf("%s = %v, want above 0 (the faults happened): %s", k, sum[k], out)
+		}
+	}
+}
+
+func TestDemoTable(t *testing.T) {
+	t.Setenv(databaseURLEnv, "")
+	out, err := runCLI(t, smallDemo(filepath.Join(t.TempDir(), "demo.db"), "--no-faults")...)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"database: sqlite", "kept after the run", "settled 80/80", "Summary", "double charges", "0  ok", "OK: every payment settled exactly once"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoFailsOnTimeout(t *testing.T) {
+	t.Setenv(databaseURLEnv, "")
+	// Nothing can settle in a millisecond: the command must fail.
+	_, err := runCLI(t, smallDemo(filepath.Join(t.TempDir(), "demo.db"), "--timeout", "1ms")...)
+	if err == nil {
+		t.Fatalf("demo with a 1 ms timeout succeeded, want an error (non-zero exit)")
+	}
+}
+
+func TestBadDatabaseURL(t *testing.T) {
+	t.Setenv(databaseURLEnv, "")
+	_, err := runCLI(t, "demo", "--database-url", "mysql://root@localhost/db")
+	if err == nil || !strings.Contains(err.Error(), `unsupported scheme "mysql"`) {
+		t.Fatalf("demo on mysql:// = %v, want an unsupported-scheme error", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := runCLI(t, "version")
+	if err != nil || !strings.HasPrefix(out, "leasehold ") {
+		t.Fatalf("version = %q, %v", out, err)
+	}
+}
