@@ -1,0 +1,36 @@
+/*
+Package dashboard is the leasehold web dashboard: an http.Handler that on-call
+engineers use to see and fix the queue without writing SQL.
+
+It serves an overview (jobs per queue and state, throughput of the last 30
+minutes, the age of the oldest claimable job, the client's counters), a job
+browser with filters and paging, each job's detail with its attempt timeline,
+the running jobs with their lease time left, and the stuck jobs that wait for
+reconciliation, with the actions to settle them. Pages are rendered on the
+server with html/template; a small embedded script refreshes the page's
+content every few seconds without reloading it, and stops while the tab is
+hidden.
+
+Mount it under any prefix:
+
+	h, err := dashboard.New(client, &dashboard.Options{BasePath: "/leasehold", BasicAuth: &dashboard.BasicAuth{Username: "ops", Password: pw}})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/leasehold/", http.StripPrefix("/leasehold", h))
+
+# Security
+
+Every value is escaped by html/template. Every action that changes a job is
+a POST that must carry the page's CSRF token (a random value kept in a
+SameSite=Strict cookie and repeated in the form, compared in constant time);
+cross-origin browser requests are refused as well. Options.BearerToken and
+Options.BasicAuth require authentication on every request, compared in
+constant time. Options.ReadOnly hides the actions and refuses every POST.
+Responses carry a Content-Security-Policy without 'unsafe-inline' (the
+script and the style sheet are served by the handler), frame-ancestors
+'none' and X-Content-Type-Options nosniff. Use ListenCheck before serving
+the dashboard on its own listener: it refuses an address reachable from
+other hosts when no authentication is configured.
+*/
+package dashboard
