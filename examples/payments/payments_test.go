@@ -158,7 +158,9 @@ func testReconcileStuck[TTx any](declined bool) func(t *testing.T, e *env[TTx]) 
 			}
 		}
 		w := &payments.ChargeWorker[TTx]{Store: e.store, PSP: e.pspC, Retry: fastRetry(), Hooks: &payments.Hooks{
-			BeforeCharge: func(_ context.Context, j *leasehold.Job[payments.ChargeArgs]) { freezeOn(j.Args.PaymentID, "pay_before") },
+			BeforeCharge: func(_ context.Context, j *leasehold.Job[payments.ChargeArgs]) {
+				freezeOn(j.Args.PaymentID, "pay_before")
+			},
 			AfterCharge: func(_ context.Context, j *leasehold.Job[payments.ChargeArgs], _ *psp.Charge) {
 				freezeOn(j.Args.PaymentID, "pay_after")
 			},

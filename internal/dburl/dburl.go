@@ -32,6 +32,10 @@ const (
 	Postgres Backend = "postgres"
 )
 
+// minPoolConns is the least pool size Open gives Postgres when the URL does
+// not set pool_max_conns.
+const minPoolConns = 32
+
 // ErrBadURL is wrapped by every error about a malformed or unsupported URL.
 var ErrBadURL = errors.New("dburl: bad database URL")
 
@@ -109,6 +113,12 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 		cfg, err := pgxpool.ParseConfig(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, u, firstLine(err.Error()))
+		}
+		if !strings.Contains(raw, "pool_max_conns") && cfg.MaxConns < minPoolConns {
+			// pgx sizes pools by CPU count (4 on a 2-core machine), and every
+			// leasehold client holds one connection for LISTEN: a few clients
+			// in one process would take the whole pool.
+			cfg.MaxConns = minPoolConns
 		}
 		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()

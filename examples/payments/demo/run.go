@@ -77,6 +77,7 @@ type run[TTx any] struct {
 	crashes atomic.Int64
 	pauses  atomic.Int64
 	stopped bool
+	created []atomic.Bool // per payment: its creation committed
 }
 
 // node is one worker client and its fault switches.
@@ -118,7 +119,8 @@ func Run[TTx any](ctx context.Context, d driver.Driver[TTx], store *payments.Sto
 	for i := range ids {
 		ids[i] = fmt.Sprintf("pay_%s_%06d", cfg.RunID, i+1)
 	}
-	r := &run[TTx]{cfg: cfg, d: d, store: store, psp: server, plan: newPlan(cfg, ids), release: make(chan struct{})}
+	r := &run[TTx]{cfg: cfg, d: d, store: store, psp: server, plan: newPlan(cfg, ids), release: make(chan struct{}),
+		created: make([]atomic.Bool, len(ids))}
 	return r.run(ctx, ids)
 }
 
@@ -168,7 +170,7 @@ func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
 		return sum, fmt.Errorf("%w: %w", ErrFailed, waitErr)
 	}
 	if !sum.OK() {
-		return sum, fmt.Errorf("%w: %d lost, %d double-charged, %d pending", ErrFailed, sum.Lost, sum.DoubleCharges, sum.Pending)
+		return sum, fmt.Errorf("%w: %d lost, %d double-charged, %d pending, %d not created", ErrFailed, sum.Lost, sum.DoubleCharges, sum.Pending, sum.NotCreated)
 	}
 	return sum, nil
 }
@@ -197,6 +199,7 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 					errs <- err
 					return
 				}
+				r.created[i].Store(true)
 			}
 		}()
 	}

@@ -14,6 +14,9 @@ import (
 type Summary struct {
 	// Payments is how many payments the run set out to create.
 	Payments int64 `json:"payments"`
+	// NotCreated counts payments the run could not create (the database
+	// failed or the run timed out first). Must be 0.
+	NotCreated int64 `json:"not_created"`
 	// Settled counts payments settled (Succeeded + Failed).
 	Settled int64 `json:"settled"`
 	// Succeeded and Failed split Settled.
@@ -25,7 +28,7 @@ type Summary struct {
 	PSPCharges int64 `json:"psp_charges"`
 	// DoubleCharges counts payments charged more than once. Must be 0.
 	DoubleCharges int64 `json:"double_charges"`
-	// Lost counts payments missing from the database, and payments whose
+	// Lost counts created payments missing from the database, and payments whose
 	// status disagrees with the PSP's ledger (charged but not recorded
 	// succeeded, or recorded succeeded without a charge). Must be 0.
 	Lost int64 `json:"lost"`
@@ -73,7 +76,7 @@ type Summary struct {
 
 // OK reports whether nothing was lost, doubled or left pending.
 func (s *Summary) OK() bool {
-	return s.Lost == 0 && s.DoubleCharges == 0 && s.Pending == 0 && s.Settled == s.Payments
+	return s.Lost == 0 && s.DoubleCharges == 0 && s.Pending == 0 && s.NotCreated == 0 && s.Settled == s.Payments
 }
 
 // summarize checks every payment of the run against the PSP's ledger and
@@ -93,8 +96,12 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 	for _, p := range rows {
 		byID[p.ID] = p
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		p := byID[id]
+		if p == nil && !r.created[i].Load() {
+			s.NotCreated++
+			continue
+		}
 		captured := r.psp.CapturedFor(id)
 		s.PSPCharges += int64(captured)
 		if captured > 1 {
@@ -169,6 +176,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"payments", fmt.Sprint(s.Payments)},
 		{"settled", fmt.Sprintf("%d (succeeded %d, failed %d)", s.Settled, s.Succeeded, s.Failed)},
 		{"pending at the end", check(s.Pending)},
+		{"not created", check(s.NotCreated)},
 		{"PSP charges", fmt.Sprintf("%d (one per succeeded payment)", s.PSPCharges)},
 		{"double charges", check(s.DoubleCharges)},
 		{"lost payments", check(s.Lost)},
