@@ -147,7 +147,7 @@ func TestCollector(t *testing.T) {
 	}), &leasehold.WorkerOpts{MaxAttempts: 1})
 
 	c, err := leasehold.NewClient(d, &leasehold.Config{
-		Workers: w, LeaseTTL: time.Second, PollInterval: 20 * time.Millisecond,
+		Workers: w, LeaseTTL: 10 * time.Second, PollInterval: 20 * time.Millisecond,
 		Middleware: []leasehold.Middleware{metrics}, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -168,7 +168,12 @@ func TestCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{"ok", "ok", "fail", "panic", "heartbeat"} {
-		if _, err := c.Insert(ctx, promArgs{Mode: mode}, nil); err != nil {
+		opts := &leasehold.InsertOpts{}
+		if mode == "heartbeat" {
+			// Renewed every 0.5 s; the others never need renewing.
+			opts.LeaseTTL = 1500 * time.Millisecond
+		}
+		if _, err := c.Insert(ctx, promArgs{Mode: mode}, opts); err != nil {
 			t.Fatal(err)
 		}
 	}
