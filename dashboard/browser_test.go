@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold/dashboard"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -45,6 +46,29 @@ func TestBrowser(t *testing.T) {
 		}
 		e.finish(id, leasetype.JobStateCompleted, leasetype.OutcomeCompleted, "", nil)
 	}
+
+	// A job with a history: a lease that expired, a failure, then a success
+	// after two heartbeats.
+	ledger := e.insert("ledger.post", "ledger", `{"entry":"je_1001","amount_cents":129900}`, "ledger-je_1001", nil)
+	e.claimOne("ledger", 50*time.Millisecond, nil, ledger)
+	for e.job(ledger).State == leasetype.JobStateRunning {
+		time.Sleep(20 * time.Millisecond)
+		if _, err := e.exec.JobExpire(t.Context(), &driver.JobExpireParams{Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.claimOne("ledger", time.Minute, nil, ledger)
+	time.Sleep(30 * time.Millisecond)
+	e.finish(ledger, leasetype.JobStateRetryable, leasetype.OutcomeFailed, "ledger: connection reset by peer", nil)
+	j := e.claimOne("ledger", time.Minute, nil, ledger)
+	for range 2 {
+		time.Sleep(40 * time.Millisecond)
+		if _, err := e.exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Leases: []driver.LeaseRenewal{{ID: ledger, Token: j.LeaseToken, TTL: time.Minute}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(40 * time.Millisecond)
+	e.finish(ledger, leasetype.JobStateCompleted, leasetype.OutcomeCompleted, "", nil)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -164,6 +188,13 @@ func TestBrowser(t *testing.T) {
 		t.Error("the page reloaded instead of swapping its content")
 	}
 
+	// The job list.
+	run("open jobs", chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("table.grid tbody tr")))
+	if n := eval(`document.querySelectorAll("table.grid tbody tr").length`); n < 15 {
+		t.Errorf("job list shows %d rows", n)
+	}
+	screenshot("jobs")
+
 	// A job with its attempt timeline.
 	run("open a job", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, s.retryable)), chromedp.WaitVisible(chromedp.CSS("svg.timeline")))
 	if got := text("h1"); !strings.Contains(got, fmt.Sprint(s.retryable)) || !strings.Contains(got, "retryable") {
@@ -171,6 +202,14 @@ func TestBrowser(t *testing.T) {
 	}
 	if got := text("pre.err"); !strings.Contains(got, `<script>alert("error")</script>`) {
 		t.Errorf("the error text is not shown as text: %q", got)
+	}
+	screenshot("job-retryable")
+	run("open a job with history", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, ledger)), chromedp.WaitVisible(chromedp.CSS("svg.timeline")))
+	if n := eval(`document.querySelectorAll("svg.timeline rect.held").length`); n != 3 {
+		t.Errorf("the timeline of job %d shows %d leases, want 3", ledger, n)
+	}
+	if n := eval(`document.querySelectorAll("table.attempts tbody tr").length`); n != 3 {
+		t.Errorf("the attempts table of job %d has %d rows, want 3", ledger, n)
 	}
 	screenshot("job")
 

@@ -106,7 +106,7 @@ func throughputChart(counts []*leasehold.ThroughputCount, queue string, now time
 	}
 
 	var left, top, bottom float64 = 40, 8, 20
-	c.W, c.H = 640, 150
+	c.W, c.H = 1200, 170
 	if small {
 		left, top, bottom = 0, 2, 0
 		c.W, c.H = 150, 28
@@ -232,7 +232,7 @@ func newTimeline(leases []lease) *timeline {
 		span = time.Second
 	}
 	const left, right, rowH, top = 130.0, 12.0, 22.0, 6.0
-	t := &timeline{W: 720}
+	t := &timeline{W: 1150}
 	plotW := t.W - left - right
 	x := func(at time.Time) float64 { return left + plotW*float64(at.Sub(start))/float64(span) }
 	for i, l := range leases {
