@@ -46,6 +46,15 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 	return nil
 }
 
+// Ping checks that the database answers, by reading its clock: the
+// cheapest round trip, for health checks.
+func (c *clientCore) Ping(ctx context.Context) error {
+	if _, err := c.exec.Now(ctx); err != nil {
+		return fmt.Errorf("leasehold: ping database: %w", err)
+	}
+	return nil
+}
+
 // JobGet returns a job by ID, or ErrNotFound.
 func (c *clientCore) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
 	row, err := c.exec.JobGet(ctx, id)

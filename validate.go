@@ -9,8 +9,13 @@ const (
 	maxNameLen      = 128
 	maxUniqueKeyLen = 512
 	minLeaseTTL     = 100 * time.Millisecond
-	defaultQueue    = "default"
 )
+
+// DefaultQueue is the queue of jobs inserted without InsertOpts.Queue, and
+// the queue a client with Workers but no Queues works.
+const DefaultQueue = "default"
+
+const defaultQueue = DefaultQueue
 
 // validateName checks a kind or queue name: 1 to 128 characters of letters,
 // digits and _ - . : /, starting with a letter or digit.

@@ -21,7 +21,7 @@ const ScopeName = "github.com/leasehold/leasehold/leaseholdotel"
 
 // defaultQueue is the queue a job goes to when neither its options nor its
 // args name one; it mirrors the core's default.
-const defaultQueue = "default"
+const defaultQueue = leasehold.DefaultQueue
 
 // Attribute keys set on the spans, besides the messaging.* ones of the
 // OpenTelemetry semantic conventions.

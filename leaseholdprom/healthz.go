@@ -3,19 +3,15 @@ package leaseholdprom
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
-
-	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/leasetype"
 )
 
 // Pinger is what Healthz needs from a client. A *leasehold.Client of any
 // backend satisfies it.
 type Pinger interface {
-	// JobGet returns a job by ID, or an error wrapping leasehold.ErrNotFound.
-	JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error)
+	// Ping returns nil when the database answers.
+	Ping(ctx context.Context) error
 }
 
 // healthBody is the JSON body Healthz answers with.
@@ -29,10 +25,10 @@ type healthBody struct {
 // Healthz returns an http.Handler for /healthz that reports whether the
 // client's database can be reached: 200 with {"status":"ok",...} when it
 // answers within timeout (default 2 s when zero or negative), else 503 with
-// {"status":"unavailable",...} and the error. It reads one job by primary
-// key (ID 0, which never exists), the cheapest query the client's public API
-// offers; the body carries the driver's error text, so mount it where the
-// callers may see database errors.
+// {"status":"unavailable",...} and the error.
+// It calls the client's Ping (one read of the database clock). The body
+// carries the driver's error text, so mount it where the callers may see
+// database errors.
 func Healthz(client Pinger, timeout time.Duration) http.Handler {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
@@ -41,10 +37,10 @@ func Healthz(client Pinger, timeout time.Duration) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		start := time.Now()
-		_, err := client.JobGet(ctx, 0)
+		err := client.Ping(ctx)
 		body := healthBody{Status: "ok", Database: "reachable", LatencyMS: float64(time.Since(start).Microseconds()) / 1000}
 		code := http.StatusOK
-		if err != nil && !errors.Is(err, leasehold.ErrNotFound) {
+		if err != nil {
 			body.Status, body.Database, body.Error = "unavailable", "unreachable", err.Error()
 			code = http.StatusServiceUnavailable
 		}
