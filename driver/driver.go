@@ -138,6 +138,15 @@ type Executor interface {
 	// database clock. Queues are in name order.
 	QueueBacklog(ctx context.Context) ([]*QueueBacklog, error)
 
+	// QueueSetPaused pauses (paused) or resumes a queue for every client:
+	// from the commit on, JobClaim takes nothing from a paused queue. Jobs
+	// already running are not affected. Resuming wakes listeners (Notifier)
+	// as an insert would. A queue need not exist to be paused.
+	QueueSetPaused(ctx context.Context, params *QueueSetPausedParams) error
+	// QueueList returns the queues that have a control row (paused now or
+	// before), in name order.
+	QueueList(ctx context.Context) ([]*QueueRow, error)
+
 	// MigrationApplied returns the applied migration versions in order,
 	// creating the bookkeeping table when missing.
 	MigrationApplied(ctx context.Context) ([]int, error)
@@ -283,4 +292,18 @@ type QueueBacklog struct {
 	Available int64
 	// OldestAge is how long the oldest claimable job has been due.
 	OldestAge time.Duration
+}
+
+// QueueSetPausedParams pauses or resumes a queue.
+type QueueSetPausedParams struct {
+	Name   string
+	Paused bool
+}
+
+// QueueRow is a queue's control row.
+type QueueRow struct {
+	Name string
+	// PausedAt is when the queue was paused; nil when it is active.
+	PausedAt  *time.Time
+	UpdatedAt time.Time
 }

@@ -5,6 +5,7 @@ package postgres
 // concurrent claimers skip each other's rows instead of waiting on them.
 // The TTL is the job's own, else the per-kind TTL from the parallel arrays
 // $4/$5, else $6, all in milliseconds. Kinds in $7 get the stuck policy.
+// A paused queue (a leasehold_queue row with paused_at set) yields nothing.
 const sqlJobClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT id AS picked_id
@@ -12,6 +13,7 @@ WITH picked AS MATERIALIZED (
 	WHERE state IN ('available', 'scheduled', 'retryable')
 		AND queue = $1
 		AND scheduled_at <= now()
+		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 	ORDER BY priority, scheduled_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED

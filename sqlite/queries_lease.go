@@ -26,6 +26,7 @@ WHERE id IN (
 	SELECT id FROM leasehold_job
 	WHERE state IN ('available', 'scheduled', 'retryable')
 		AND queue = ?5 AND scheduled_at <= ` + sqlNow + `
+		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?5 AND q.paused_at IS NOT NULL)
 	ORDER BY priority, scheduled_at, id
 	LIMIT ?6)
 RETURNING ` + jobColumns
@@ -122,6 +123,7 @@ WHERE id IN (SELECT value FROM json_each(?1))`
 const queryJobClaimableExists = `SELECT 1 FROM leasehold_job
 WHERE state IN ('available', 'scheduled', 'retryable')
 	AND queue = ?1 AND scheduled_at <= ` + sqlNow + `
+	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?1 AND q.paused_at IS NOT NULL)
 LIMIT 1`
 
 // queryJobExpiredExists tells whether a running job's lease has expired.

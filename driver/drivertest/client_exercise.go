@@ -25,6 +25,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"BadInput", testClientBadInput[TTx]},
 		{"UniqueInsert", testClientUniqueInsert[TTx]},
 		{"Wakeups", testClientWakeups[TTx]},
+		{"QueuePause", testClientQueuePause[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run("Client/"+tc.name, func(t *testing.T) {

@@ -229,3 +229,37 @@ func testClientWakeups[TTx any](t *testing.T, b Backend[TTx]) {
 	remote := insert(t, other, blockArgs{Name: "remote"}, nil)
 	env.waitState(remote.ID, leasetype.JobStateCompleted, 5*time.Second)
 }
+
+// testClientQueuePause: a queue paused through one client is claimed from by
+// no client until resumed, then its jobs run within about a second.
+func testClientQueuePause[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	w := newBlockWorker(t, false)
+	w.releaseAll()
+	admin := env.client(nil, leasehold.Config{})
+	if err := admin.QueuePause(ctx, leasehold.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	worker := env.client(nil, leasehold.Config{PollInterval: time.Second, Workers: workersFor(w, nil)})
+	job := insert(t, worker, blockArgs{Name: "paused"}, nil)
+	time.Sleep(1500 * time.Millisecond) // more than a poll interval
+	if row := env.job(job.ID); row.State != leasetype.JobStateAvailable {
+		t.Fatalf("job in a paused queue is %s, want available", row.State)
+	}
+	queues, err := admin.QueueList(ctx)
+	if err != nil || len(queues) != 1 || !queues[0].Paused {
+		t.Fatalf("QueueList = %+v, %v; want default paused", queues, err)
+	}
+	resumed := time.Now()
+	if err := admin.QueueResume(ctx, leasehold.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	env.waitState(job.ID, leasetype.JobStateCompleted, 5*time.Second)
+	if took := time.Since(resumed); took > 1500*time.Millisecond {
+		t.Fatalf("job ran %s after resume, want within about a second", took)
+	}
+	if err := admin.QueuePause(ctx, "bad queue"); err == nil {
+		t.Fatal("pausing an invalid queue name succeeded")
+	}
+}

@@ -27,6 +27,7 @@ func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Migrate", exerciseMigrate[TTx]},
 		{"Notify", exerciseNotify[TTx]},
 		{"Stats", exerciseStats[TTx]},
+		{"Queue", exerciseQueue[TTx]},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

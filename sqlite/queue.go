@@ -1,0 +1,66 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// queryQueueSetPaused pauses (?2 = 1) or resumes queue ?1, creating its
+// control row when missing.
+const queryQueueSetPaused = `INSERT INTO leasehold_queue (name, paused_at, updated_at)
+VALUES (?1, CASE WHEN ?2 THEN ` + sqlNow + ` END, ` + sqlNow + `)
+ON CONFLICT (name) DO UPDATE SET
+	paused_at = CASE WHEN ?2 THEN coalesce(leasehold_queue.paused_at, ` + sqlNow + `) END,
+	updated_at = ` + sqlNow
+
+// queryQueueList lists the queues' control rows.
+const queryQueueList = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
+
+// QueueSetPaused pauses or resumes a queue.
+func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	err := e.write(ctx, func(q querier) error {
+		_, err := q.ExecContext(ctx, queryQueueSetPaused, params.Name, params.Paused)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, err)
+	}
+	return nil
+}
+
+// QueueList lists the queues' control rows.
+func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, queryQueueList)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	defer rows.Close()
+	out := []*driver.QueueRow{}
+	for rows.Next() {
+		var (
+			row     driver.QueueRow
+			paused  sql.NullInt64
+			updated int64
+		)
+		if err := rows.Scan(&row.Name, &paused, &updated); err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
+		if paused.Valid {
+			t := fromMicros(paused.Int64)
+			row.PausedAt = &t
+		}
+		row.UpdatedAt = fromMicros(updated)
+		out = append(out, &row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return out, nil
+}
