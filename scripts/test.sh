@@ -3,13 +3,14 @@
 # against real PostgreSQL and SQLite. It makes sure PostgreSQL is reachable
 # first (see DEVELOPERS.md): it starts an installed but stopped server, or
 # installs one with apt-get when running as root, or stops with one line
-# saying what to install.
+# saying what to install. Chromium, for the dashboard's browser test, the same.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export LEASEHOLD_TEST_POSTGRES_URL="${LEASEHOLD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 
 scripts/ensure-postgres.sh
+scripts/ensure-chromium.sh
 
 echo "--- go vet"
 go vet ./...
