@@ -81,7 +81,9 @@ func testChargeWorker[TTx any](t *testing.T, e *env[TTx]) {
 	if err := payments.AddWorkers(ws, w, &payments.Reconciler[TTx]{Store: e.store, PSP: e.pspC}); err != nil {
 		t.Fatal(err)
 	}
-	c := e.client(nil, ws, 2*time.Second)
+	// A long lease: this test is about PSP faults, and a loaded CI machine
+	// must not turn a slow heartbeat into a stuck job that nothing reconciles.
+	c := e.client(nil, ws, 10*time.Second)
 	const n = 20
 	for i := range n {
 		e.create(c, fmt.Sprintf("pay_%02d", i))
@@ -101,6 +103,7 @@ func testChargeWorker[TTx any](t *testing.T, e *env[TTx]) {
 			t.Fatalf("%s charged %d times at the PSP, want 1", id, got)
 		}
 	}
+	waitFor(t, 5*time.Second, "charges counted", func() bool { return w.Stats().Charged == n })
 	st := w.Stats()
 	if st.Charged != n || st.TransientErrors == 0 || st.Fenced != 0 {
 		t.Fatalf("worker stats %+v: want %d charged, some transient errors, none fenced", st, n)
@@ -127,8 +130,10 @@ func testDecline[TTx any](t *testing.T, e *env[TTx]) {
 	if got.Status != payments.StatusFailed || got.FailureReason != "declined: card_declined" || job.Attempt != 1 {
 		t.Fatalf("declined payment = %+v after %d attempts; want failed at once", got, job.Attempt)
 	}
-	if e.psp.CapturedFor("pay_declined") != 0 || w.Stats().Declined != 1 {
-		t.Fatalf("a decline moved money or was not counted")
+	// The worker counts after its commit, which the job's state shows first.
+	waitFor(t, 5*time.Second, "decline counted", func() bool { return w.Stats().Declined == 1 })
+	if e.psp.CapturedFor("pay_declined") != 0 {
+		t.Fatalf("a decline moved money")
 	}
 }
 

@@ -36,9 +36,11 @@ func checkSummary(t *testing.T, sum *demo.Summary, err error) {
 	if sum.PSPCharges != sum.Succeeded {
 		t.Fatalf("PSP charges %d, succeeded payments %d: want equal", sum.PSPCharges, sum.Succeeded)
 	}
-	// The faults happened and were survived.
-	if sum.Crashes != 2 || sum.Pauses != 3 {
-		t.Fatalf("crashes %d pauses %d, want 2 and 3", sum.Crashes, sum.Pauses)
+	// The faults happened and were survived. A planned fault whose payment
+	// was frozen on a crashed worker and settled by reconciliation never
+	// fires, so fewer than planned may happen, never none.
+	if sum.Crashes < 1 || sum.Crashes > 2 || sum.Pauses < 1 || sum.Pauses > 3 {
+		t.Fatalf("crashes %d pauses %d, want 1-2 and 1-3", sum.Crashes, sum.Pauses)
 	}
 	if sum.LeaseExpiries == 0 || sum.FencedWrites == 0 || sum.FencedCompletions == 0 || sum.Reconciled == 0 {
 		t.Fatalf("expiries %d, fenced writes %d, fenced completions %d, reconciled %d: want all above 0",

@@ -315,7 +315,7 @@ func (r *run[TTx]) crash(ctx context.Context, n *node[TTx]) {
 func (r *run[TTx]) beforeCharge(n *node[TTx]) func(context.Context, *leasehold.Job[payments.ChargeArgs]) {
 	return func(ctx context.Context, job *leasehold.Job[payments.ChargeArgs]) {
 		id := job.Args.PaymentID
-		if r.plan.crash[id] == crashBeforePSP && r.plan.fire(id) {
+		if !n.crashed.Load() && r.plan.crash[id] == crashBeforePSP && r.plan.fire(id) {
 			r.crash(ctx, n)
 		}
 		if n.crashed.Load() {
@@ -327,7 +327,7 @@ func (r *run[TTx]) beforeCharge(n *node[TTx]) func(context.Context, *leasehold.J
 func (r *run[TTx]) afterCharge(n *node[TTx]) func(context.Context, *leasehold.Job[payments.ChargeArgs], *psp.Charge) {
 	return func(ctx context.Context, job *leasehold.Job[payments.ChargeArgs], _ *psp.Charge) {
 		id := job.Args.PaymentID
-		if r.plan.crash[id] == crashAfterPSP && r.plan.fire(id) {
+		if !n.crashed.Load() && r.plan.crash[id] == crashAfterPSP && r.plan.fire(id) {
 			r.crash(ctx, n)
 		}
 		if n.crashed.Load() {
