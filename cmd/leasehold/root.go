@@ -49,7 +49,8 @@ faults and checks that no payment is lost or charged twice:
 	}
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", defaultDatabaseURL,
 		"database URL: postgres://..., postgresql://... or sqlite:FILE (env "+databaseURLEnv+")")
-	root.AddCommand(newDemoCmd(g), newVersionCmd())
+	root.AddCommand(newDemoCmd(g), newVersionCmd(),
+		newMigrateCmd(g), newEnqueueCmd(g), newJobsCmd(g), newStuckCmd(g), newQueuesCmd(g), newStatsCmd(g), newServeCmd(g))
 	return root
 }
 

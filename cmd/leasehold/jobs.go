@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+func newJobsCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List, inspect, retry, cancel and discard jobs",
+		Example: `  leasehold jobs list --state discarded --queue payments
+  leasehold jobs show 42
+  leasehold jobs retry 42 43`,
+	}
+	cmd.AddCommand(newJobsListCmd(g), newJobsShowCmd(g),
+		newJobActionCmd(g, jobActions()["retry"]),
+		newJobActionCmd(g, jobActions()["cancel"]),
+		newJobActionCmd(g, jobActions()["discard"]))
+	return cmd
+}
+
+// jobsListOptions are jobs list's flags.
+type jobsListOptions struct {
+	states                 []string
+	queue, kind, uniqueKey string
+	limit                  int
+	beforeID               int64
+	json                   bool
+}
+
+func newJobsListCmd(g *globalOptions) *cobra.Command {
+	o := &jobsListOptions{}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Long: `list shows jobs newest first, filtered by state, queue, kind or unique key.
+Page backwards with --before-id set to the last ID shown.
+
+States: ` + statesList() + `.`,
+		Example: `  leasehold jobs list
+  leasehold jobs list --state running,stuck --queue payments
+  leasehold jobs list --kind charge --limit 20 --before-id 1200 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := o.params()
+			if err != nil {
+				return err
+			}
+			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
+				rows, err := s.client.JobList(ctx, p)
+				if err != nil {
+					return err
+				}
+				return printJobs(cmd, rows, o.json, "no jobs match")
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.states, "state", nil, "only jobs in these states (comma-separated or repeated)")
+	f.StringVar(&o.queue, "queue", "", "only jobs of this queue")
+	f.StringVar(&o.kind, "kind", "", "only jobs of this kind")
+	f.StringVar(&o.uniqueKey, "unique-key", "", "only jobs with this unique key")
+	f.IntVar(&o.limit, "limit", 50, "most jobs shown, 1 to 10000")
+	f.Int64Var(&o.beforeID, "before-id", 0, "only jobs with an ID below this (paging)")
+	addJSONFlag(cmd, &o.json)
+	return cmd
+}
+
+func (o *jobsListOptions) params() (*leasehold.JobListParams, error) {
+	if o.limit < 1 || o.limit > 10000 {
+		return nil, fmt.Errorf("--limit %d is outside 1 to 10000", o.limit)
+	}
+	if o.beforeID < 0 {
+		return nil, fmt.Errorf("--before-id %d is negative", o.beforeID)
+	}
+	states, err := parseStates(o.states)
+	if err != nil {
+		return nil, err
+	}
+	return &leasehold.JobListParams{States: states, Queue: o.queue, Kind: o.kind, UniqueKey: o.uniqueKey, BeforeID: o.beforeID, Limit: o.limit}, nil
+}
+
+func parseStates(in []string) ([]leasetype.JobState, error) {
+	var out []leasetype.JobState
+	for _, s := range in {
+		st := leasetype.JobState(strings.ToLower(strings.TrimSpace(s)))
+		if !st.Valid() {
+			return nil, fmt.Errorf("--state %q is not a job state (want one of %s)", s, statesList())
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func statesList() string {
+	var names []string
+	for _, s := range leasetype.JobStates() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// printJobs prints rows as a table, or JSON; empty says so on stderr.
+func printJobs(cmd *cobra.Command, rows []*leasetype.JobRow, asJSON bool, empty string) error {
+	if asJSON {
+		out := make([]*jobJSON, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, toJobJSON(r))
+		}
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), empty)
+		return nil
+	}
+	return jobsTable(cmd.OutOrStdout(), rows, time.Now())
+}
+
+// parseID parses a job ID argument.
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("job ID %q is not a positive integer", s)
+	}
+	return id, nil
+}
+
+// attemptJSON is an attempt as printed by jobs show --json.
+type attemptJSON = leasetype.AttemptRow
+
+func newJobsShowCmd(g *globalOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a job and its attempt history",
+		Long: `show prints a job's fields, its arguments and metadata, and its attempt
+history: one row per lease that has ended, with its owner, fencing token,
+lease window, heartbeats, outcome and error. A running job's current lease
+and the time it has left (on this machine's clock) are shown with the job.`,
+		Example: `  leasehold jobs show 42
+  leasehold jobs show 42 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
+				row, err := s.client.JobGet(ctx, id)
+				if err != nil {
+					return jobErr("show", id, nil, err)
+				}
+				attempts, err := s.client.JobAttempts(ctx, id)
+				if err != nil {
+					return jobErr("show", id, nil, err)
+				}
+				out := cmd.OutOrStdout()
+				if asJSON {
+					if attempts == nil {
+						attempts = []*attemptJSON{}
+					}
+					return writeJSON(out, struct {
+						Job      *jobJSON       `json:"job"`
+						Attempts []*attemptJSON `json:"attempts"`
+					}{toJobJSON(row), attempts})
+				}
+				if err := writeJobDetail(out, row, time.Now()); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "\nAttempts (%d ended)\n", len(attempts))
+				if len(attempts) == 0 {
+					fmt.Fprintln(out, "none yet")
+					return nil
+				}
+				t := newTable(out, "ATTEMPT", "TOKEN", "OWNER", "LEASED", "LEASE UNTIL", "HEARTBEATS", "FINISHED", "DURATION", "OUTCOME", "ERROR")
+				for _, a := range attempts {
+					t.row(a.Attempt, a.Token, a.Owner, fmtTime(&a.LeasedAt), fmtTime(&a.LeaseUntil), a.Heartbeats,
+						fmtTime(&a.FinishedAt), fmtDuration(a.FinishedAt.Sub(a.LeasedAt)), a.Outcome, orDash(truncate(a.Error, 80)))
+				}
+				return t.flush()
+			})
+		},
+	}
+	addJSONFlag(cmd, &asJSON)
+	return cmd
+}
+
+// writeJobDetail writes one job as aligned "field  value" lines.
+func writeJobDetail(w io.Writer, r *leasetype.JobRow, now time.Time) error {
+	t := newTable(w)
+	t.row("ID", r.ID)
+	t.row("Kind", r.Kind)
+	t.row("Queue", r.Queue)
+	t.row("State", r.State)
+	t.row("Priority", r.Priority)
+	t.row("Attempt", fmt.Sprintf("%d of at most %d handler failures", r.Attempt, r.MaxAttempts))
+	t.row("Errors", r.Errors)
+	t.row("Lease expiries", r.Expiries)
+	t.row("Unique key", orDash(r.UniqueKey))
+	t.row("Scheduled", fmtTime(&r.ScheduledAt))
+	t.row("Created", fmtTime(&r.CreatedAt))
+	t.row("Finalized", fmtTime(r.FinalizedAt))
+	if r.LeaseTTL > 0 {
+		t.row("Lease TTL", r.LeaseTTL)
+	}
+	if r.LeaseToken > 0 {
+		label := "Last lease"
+		if r.State == leasetype.JobStateRunning {
+			label = "Lease"
+		}
+		t.row(label, fmt.Sprintf("token %d, owner %s, %s to %s, %d heartbeats (last %s)",
+			r.LeaseToken, orDash(r.LeaseOwner), fmtTime(r.LeasedAt), fmtTime(r.LeaseUntil), r.Heartbeats, fmtTime(r.HeartbeatAt)))
+	}
+	if r.State == leasetype.JobStateRunning {
+		t.row("Lease left", leaseLeft(r, now))
+	}
+	if r.ExpiryPolicy != "" {
+		t.row("Expiry policy", r.ExpiryPolicy)
+	}
+	t.row("Last error", orDash(r.LastError))
+	t.row("Args", string(rawOr(r.EncodedArgs, "{}")))
+	t.row("Metadata", string(rawOr(r.Metadata, "{}")))
+	return t.flush()
+}
+
+// jobAction is an operator action on jobs by ID.
+type jobAction struct {
+	name, past, short, long string
+	// why explains, for an error, why the action does not apply to a state.
+	why func(leasetype.JobState) string
+	run func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error)
+}
+
+func jobActions() map[string]jobAction {
+	return map[string]jobAction{
+		"retry": {
+			name: "retry", past: "retried", short: "Make jobs available to run again now",
+			long: `retry makes each job available now, with its error and lease-expiry counts
+reset: a discarded, cancelled, completed, stuck, retryable or scheduled job
+runs again. A running job cannot be retried: its lease must end first.`,
+			why: func(s leasetype.JobState) string {
+				if s == leasetype.JobStateRunning {
+					return "a running job is retried only after its lease ends"
+				}
+				return "it is waiting to run already"
+			},
+			run: func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error) { return c.JobRetry(ctx, id) },
+		},
+		"cancel": {
+			name: "cancel", past: "cancelled", short: "Cancel waiting or stuck jobs",
+			long: `cancel moves each waiting (available, scheduled, retryable) or stuck job to
+cancelled; it will not run unless retried. A running job cannot be cancelled
+from outside: its handler decides (return leasehold.Cancel).`,
+			why: waitingOnly("cancelled"),
+			run: func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error) {
+				return c.JobCancel(ctx, id)
+			},
+		},
+		"discard": {
+			name: "discard", past: "discarded", short: "Discard waiting or stuck jobs",
+			long: `discard moves each waiting (available, scheduled, retryable) or stuck job to
+discarded, as if it had run out of attempts.`,
+			why: waitingOnly("discarded"),
+			run: func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error) {
+				return c.JobDiscard(ctx, id)
+			},
+		},
+	}
+}
+
+// waitingOnly is the why of actions that apply to waiting and stuck jobs.
+func waitingOnly(past string) func(leasetype.JobState) string {
+	return func(s leasetype.JobState) string {
+		if s == leasetype.JobStateRunning {
+			return "a running job cannot be " + past + " from outside; its handler decides, or its lease must end first"
+		}
+		return "only available, scheduled, retryable or stuck jobs can be " + past
+	}
+}
+
+func newJobActionCmd(g *globalOptions, a jobAction) *cobra.Command {
+	return &cobra.Command{
+		Use:     a.name + " ID...",
+		Short:   a.short,
+		Long:    a.long + "\n\nEach ID is reported; the command exits non-zero if any failed.",
+		Example: fmt.Sprintf("  leasehold jobs %s 42\n  leasehold jobs %s 42 43 44", a.name, a.name),
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids := make([]int64, len(args))
+			for i, s := range args {
+				id, err := parseID(s)
+				if err != nil {
+					return err
+				}
+				ids[i] = id
+			}
+			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
+				return eachID(cmd, s, ids, a.name, func(id int64) (*leasetype.JobRow, error) {
+					row, err := a.run(ctx, s.client, id)
+					if err != nil {
+						why := ""
+						if row != nil {
+							why = a.why(row.State)
+						}
+						return nil, jobErr(a.name, id, row, err, why)
+					}
+					return row, nil
+				}, a.past)
+			})
+		},
+	}
+}
+
+// eachID runs do on every ID, reports each outcome (successes on stdout,
+// failures on stderr) and fails when any failed.
+func eachID(cmd *cobra.Command, s *session, ids []int64, action string, do func(int64) (*leasetype.JobRow, error), past string) error {
+	failed := 0
+	for _, id := range ids {
+		row, err := do(id)
+		if err != nil {
+			failed++
+			fmt.Fprintln(cmd.ErrOrStderr(), s.explain(err))
+			if cmd.Context().Err() != nil {
+				break
+			}
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s job %d: now %s\n", past, id, row.State)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s: %d of %d jobs failed", action, failed, len(ids))
+	}
+	return nil
+}
+
+// jobErr turns an error about one job into a message that names the job
+// and, when the action does not apply to its state, the state and why.
+func jobErr(action string, id int64, row *leasetype.JobRow, err error, why ...string) error {
+	switch {
+	case errors.Is(err, leasehold.ErrNotFound):
+		return fmt.Errorf("job %d not found", id)
+	case errors.Is(err, leasehold.ErrJobState) && row != nil:
+		msg := fmt.Sprintf("cannot %s job %d: it is %s", action, id, row.State)
+		if len(why) > 0 && why[0] != "" {
+			msg += " (" + why[0] + ")"
+		}
+		return errors.New(msg)
+	}
+	return err
+}
