@@ -126,10 +126,15 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if err != nil || len(applied) != 0 {
 		t.Fatalf("MigrationApplied on an empty schema = %v, %v; want none", applied, err)
 	}
+	var all, reversed []int
+	for _, mig := range d.Migrations() {
+		all = append(all, mig.Version)
+		reversed = append([]int{mig.Version}, reversed...)
+	}
 	for round := range 2 {
 		done, err := m.Up(ctx)
-		if err != nil || !slices.Equal(done, []int{1}) {
-			t.Fatalf("round %d: Up = %v, %v; want [1]", round, done, err)
+		if err != nil || !slices.Equal(done, all) {
+			t.Fatalf("round %d: Up = %v, %v; want %v", round, done, err, all)
 		}
 		for _, table := range []string{"leasehold_job", "leasehold_attempt"} {
 			if !tableExists(t, pool, table) {
@@ -140,8 +145,12 @@ func TestMigrateRoundTrip(t *testing.T) {
 			t.Fatalf("round %d: second Up = %v, %v; want nothing to do", round, done, err)
 		}
 		done, err = m.Down(ctx)
-		if err != nil || !slices.Equal(done, []int{1}) {
-			t.Fatalf("round %d: Down = %v, %v; want [1]", round, done, err)
+		if err != nil || !slices.Equal(done, reversed[:1]) {
+			t.Fatalf("round %d: Down = %v, %v; want the latest only, %v", round, done, err, reversed[:1])
+		}
+		done, err = m.DownTo(ctx, 0)
+		if err != nil || !slices.Equal(done, reversed[1:]) {
+			t.Fatalf("round %d: DownTo(0) = %v, %v; want %v", round, done, err, reversed[1:])
 		}
 		if tableExists(t, pool, "leasehold_job") {
 			t.Fatalf("round %d: after Down, leasehold_job still exists", round)
