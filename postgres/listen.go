@@ -5,26 +5,32 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 )
 
-// releaseTimeout bounds the clean-up of a listening connection once the
+// closeTimeout bounds the closing of a listening connection once the
 // caller's context has ended.
-const releaseTimeout = 5 * time.Second
+const closeTimeout = 5 * time.Second
 
 // ListenInserts calls fn with the queue name of every insert notification
 // until ctx ends (it then returns nil) or the connection fails (it returns
-// the error). It holds one pool connection for the whole time and calls
-// ready once that connection is listening.
+// the error). It listens on a connection of its own, opened with the pool's
+// connection settings but outside the pool, so a listening client never
+// takes a connection the pool's users are counting on. It calls ready once
+// the connection is listening.
 func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(queue string)) error {
-	conn, err := d.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("acquire listener connection: %w", err)
+		return fmt.Errorf("open listener connection: %w", err)
 	}
-	defer releaseListener(conn)
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		conn.Close(closeCtx) //nolint:errcheck // the connection is discarded either way
+	}()
 
 	if _, err := conn.Exec(ctx, sqlListen); err != nil {
 		if ctx.Err() != nil {
@@ -34,7 +40,7 @@ func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(queue 
 	}
 	ready()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -45,20 +51,4 @@ func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(queue 
 			fn(n.Payload)
 		}
 	}
-}
-
-// releaseListener returns a listening connection to the pool. It must not go
-// back still listening: when UNLISTEN fails (the connection is broken) the
-// connection is closed, and the pool destroys closed connections on release.
-func releaseListener(conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	if conn.Conn().IsClosed() {
-		conn.Release()
-		return
-	}
-	if _, err := conn.Exec(ctx, sqlUnlisten); err != nil {
-		conn.Conn().Close(ctx) //nolint:errcheck // the connection is discarded either way
-	}
-	conn.Release()
 }

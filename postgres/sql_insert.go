@@ -52,11 +52,8 @@ SELECT pg_notify('leasehold_insert', q) FROM unnest($1::text[]) AS q`
 // insertChannel is the LISTEN/NOTIFY channel; payloads are queue names.
 const insertChannel = "leasehold_insert"
 
-// sqlListen and sqlUnlisten subscribe a connection to insertChannel.
-const (
-	sqlListen   = `LISTEN leasehold_insert`
-	sqlUnlisten = `UNLISTEN leasehold_insert`
-)
+// sqlListen subscribes a connection to insertChannel.
+const sqlListen = `LISTEN leasehold_insert`
 
 // jobCopyColumns are the columns JobInsertFast copies; the rest take their
 // defaults.
