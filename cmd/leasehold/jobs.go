@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -229,8 +231,8 @@ func writeJobDetail(w io.Writer, r *leasetype.JobRow, now time.Time) error {
 		t.row("Expiry policy", r.ExpiryPolicy)
 	}
 	t.row("Last error", orDash(r.LastError))
-	t.row("Args", string(rawOr(r.EncodedArgs, "{}")))
-	t.row("Metadata", string(rawOr(r.Metadata, "{}")))
+	t.row("Args", compact(r.EncodedArgs))
+	t.row("Metadata", compact(r.Metadata))
 	return t.flush()
 }
 
@@ -358,4 +360,14 @@ func jobErr(action string, id int64, row *leasetype.JobRow, err error, why ...st
 		return errors.New(msg)
 	}
 	return err
+}
+
+// compact returns stored JSON on one line without spaces, as it was given:
+// Postgres' jsonb reformats it.
+func compact(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, rawOr(b, "{}")); err != nil {
+		return string(b)
+	}
+	return buf.String()
 }

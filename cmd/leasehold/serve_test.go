@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServe runs serve on a free loopback port and returns its base URL;
+// the server stops, and its exit is checked, when the test ends.
+func startServe(t *testing.T, b *backend, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runTree(ctx, &out, &errOut, append([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", b.url}, args...)...)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after shutdown, want nil", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop within 15 s of its context ending")
+		}
+	})
+	addr := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)/`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v\nstdout: %s\nstderr: %s", err, out.String(), errOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve printed no address within 10 s: %q", out.String())
+		}
+	}
+}
+
+// get requests url with an optional Authorization header and returns the
+// status and body.
+func get(t *testing.T, url, auth string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(body)
+}
+
+func TestServe(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		migrated(t, b)
+		b.enqueue(t, "--kind", "charge", "--queue", "payments")
+		base := startServe(t, b)
+
+		code, body := get(t, base+"/healthz", "")
+		if code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
+			t.Fatalf("/healthz = %d %s", code, body)
+		}
+		code, body = get(t, base+"/metrics", "")
+		if code != http.StatusOK || !strings.Contains(body, `leasehold_jobs{queue="payments",state="available"} 1`) ||
+			!strings.Contains(body, "leasehold_database_up 1") {
+			t.Fatalf("/metrics = %d\n%s", code, body)
+		}
+		code, body = get(t, base+"/", "")
+		if code != http.StatusOK || !strings.Contains(body, "Leasehold") || !strings.Contains(body, "payments") {
+			t.Fatalf("dashboard / = %d\n%s", code, body)
+		}
+		code, body = get(t, base+"/jobs/1", "")
+		if code != http.StatusOK || !strings.Contains(body, "charge") {
+			t.Fatalf("dashboard /jobs/1 = %d\n%s", code, body)
+		}
+	})
+}
+
+// TestServeAuth: credentials from the environment guard the dashboard and
+// /metrics; /healthz stays open for probes. Not parallel: it sets the
+// environment.
+func TestServeAuth(t *testing.T) {
+	b := migrated(t, newSQLiteBackend(t))
+	t.Setenv(dashboardTokenEnv, "s3cret")
+	t.Setenv(dashboardBasicAuthEnv, "")
+	base := startServe(t, b, "--read-only")
+	for _, path := range []string{"/", "/metrics"} {
+		if code, _ := get(t, base+path, ""); code != http.StatusUnauthorized {
+			t.Fatalf("%s without the token = %d, want 401", path, code)
+		}
+		if code, _ := get(t, base+path, "Bearer wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("%s with a wrong token = %d, want 401", path, code)
+		}
+		if code, body := get(t, base+path, "Bearer s3cret"); code != http.StatusOK {
+			t.Fatalf("%s with the token = %d %s, want 200", path, code, body)
+		}
+	}
+	if code, _ := get(t, base+"/healthz", ""); code != http.StatusOK {
+		t.Fatalf("/healthz = %d, want 200 without credentials", code)
+	}
+
+	t.Setenv(dashboardTokenEnv, "")
+	base = startServe(t, b, "--basic-auth", "ops:pw")
+	if code, _ := get(t, base+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("/metrics without basic auth = %d, want 401", code)
+	}
+	if code, _ := get(t, base+"/metrics", "Basic b3BzOnB3"); code != http.StatusOK { // ops:pw
+		t.Fatalf("/metrics with basic auth = %d, want 200", code)
+	}
+}
+
+func TestServeRefusals(t *testing.T) {
+	b := migrated(t, newSQLiteBackend(t))
+	t.Setenv(dashboardTokenEnv, "")
+	t.Setenv(dashboardBasicAuthEnv, "")
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:8080", "[::]:0"} {
+		r := b.fails(t, "refusing to serve without authentication", "serve", "--addr", addr)
+		if !strings.Contains(r.err.Error(), "set a bearer token or basic auth") {
+			t.Fatalf("serve --addr %s: %v, want it to say how to fix it", addr, r.err)
+		}
+	}
+	b.fails(t, "--basic-auth must be user:password", "serve", "--basic-auth", "ops")
+	t.Setenv(dashboardBasicAuthEnv, "nopass:")
+	b.fails(t, dashboardBasicAuthEnv+" must be user:password", "serve")
+	t.Setenv(dashboardBasicAuthEnv, "")
+	b.fails(t, "missing port", "serve", "--addr", "localhost")
+
+	// An unreachable database fails before listening.
+	pg := &backend{url: "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}
+	r := pg.run(t, "serve", "--addr", "127.0.0.1:0")
+	if r.err == nil || !strings.Contains(r.err.Error(), "cannot reach Postgres") || errors.Is(r.err, context.Canceled) {
+		t.Fatalf("serve on an unreachable database: %v", r.err)
+	}
+}
