@@ -5,6 +5,10 @@
 //	sqlite:///var/lib/app/jobs.db  an absolute path
 //	postgres://user:pass@host:5432/db?sslmode=disable  (or postgresql://)
 //
+// Postgres URL parameters that pgx does not know itself are sent to the
+// server as run-time parameters: ?search_path=jobs keeps the leasehold
+// tables in schema jobs (it must exist). pool_max_conns sizes the pool.
+//
 // Errors are one line and say what to fix; passwords never appear in them.
 package dburl
 

@@ -25,6 +25,7 @@ func parseCases() []struct {
 		{raw: "sqlite://rel/x.db", backend: SQLite, path: "rel/x.db"},
 		{raw: "postgres://u:secret@127.0.0.1:5432/db?sslmode=disable", backend: Postgres},
 		{raw: "postgresql://127.0.0.1/db", backend: Postgres},
+		{raw: "postgres://127.0.0.1/db?sslmode=disable&search_path=jobs&pool_max_conns=4", backend: Postgres},
 		{raw: "mysql://root@localhost/db", bad: `unsupported scheme "mysql"`},
 		{raw: "leasehold.db", bad: "has no scheme"},
 		{raw: "sqlite:", bad: "names no file"},
