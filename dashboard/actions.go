@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,17 +19,9 @@ const maxNote = 2000
 func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	p := h.newPage(w, r)
 	fail := func(code int, format string, args ...any) {
-		e := badRequest(format, args...).(*httpError)
-		e.code = code
-		h.renderError(w, r, p, e)
+		h.renderError(w, r, p, &httpError{code: code, msg: fmt.Sprintf(format, args...)})
 	}
-	if h.opts.ReadOnly {
-		fail(http.StatusForbidden, "this dashboard is read-only")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if why := h.checkCSRF(r); why != "" {
-		fail(http.StatusForbidden, "%s", why)
+	if !h.allowPost(w, r, p) {
 		return
 	}
 	id, err := parseID("job ID", r.PathValue("id"))
@@ -71,28 +64,109 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, p, sourceError(err))
 		return
 	}
-	http.Redirect(w, r, h.next(r, p.Base, id, done), http.StatusSeeOther)
+	target := h.next(r, p.Base, p.Base+"/jobs/"+strconv.FormatInt(id, 10))
+	http.Redirect(w, r, withFlash(target, url.Values{"done": {done}, "job": {strconv.FormatInt(id, 10)}}), http.StatusSeeOther)
+}
+
+// allowPost refuses a state-changing request, with the error page, when the
+// dashboard is read-only or the CSRF check fails; it reports whether to go on.
+func (h *handler) allowPost(w http.ResponseWriter, r *http.Request, p *pageData) bool {
+	if h.opts.ReadOnly {
+		h.renderError(w, r, p, &httpError{code: http.StatusForbidden, msg: "this dashboard is read-only"})
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if why := h.checkCSRF(r); why != "" {
+		h.renderError(w, r, p, &httpError{code: http.StatusForbidden, msg: why})
+		return false
+	}
+	return true
+}
+
+// queueAction pauses or resumes a queue, posted by a form on the overview.
+// It answers with a redirect to the page in the form's "next" field, or to
+// the overview.
+func (h *handler) queueAction(w http.ResponseWriter, r *http.Request) {
+	p := h.newPage(w, r)
+	if !h.allowPost(w, r, p) {
+		return
+	}
+	name := r.PathValue("queue")
+	if err := checkQueueName(name); err != nil {
+		h.renderError(w, r, p, err)
+		return
+	}
+	var err error
+	done := r.PathValue("action")
+	switch done {
+	case "pause":
+		err = h.src.QueuePause(r.Context(), name)
+	case "resume":
+		err = h.src.QueueResume(r.Context(), name)
+	default:
+		h.renderError(w, r, p, &httpError{code: http.StatusNotFound, msg: fmt.Sprintf("unknown queue action %q: want pause or resume", done)})
+		return
+	}
+	if err != nil {
+		h.renderError(w, r, p, sourceError(err))
+		return
+	}
+	target := h.next(r, p.Base, p.Base+"/")
+	http.Redirect(w, r, withFlash(target, url.Values{"done": {done}, flashQueue: {name}}), http.StatusSeeOther)
+}
+
+// maxQueueName is the core's limit on a queue name's length.
+const maxQueueName = 128
+
+// checkQueueName applies the core's rule for queue names (a letter or digit,
+// then letters, digits and _ - . : /, at most 128 bytes), so a bad name is a
+// 400 from the dashboard whatever the Source does with it.
+func checkQueueName(name string) error {
+	if name == "" || len(name) > maxQueueName {
+		return badRequest("queue name %.40q is not 1 to %d bytes long", name, maxQueueName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("_-.:/", rune(c))) {
+			return badRequest("queue name %q has the character %q at %d: want letters and digits, and _ - . : / after the first", name, c, i)
+		}
+	}
+	return nil
+}
+
+// Flash parameters: the redirect after an action names what was done
+// ("done") and to what ("job", or flashQueue for a queue).
+const flashQueue = "name"
+
+// stripFlash removes the flash parameters from a page's query.
+func stripFlash(q url.Values) {
+	q.Del("done")
+	q.Del("job")
+	q.Del(flashQueue)
 }
 
 // next is where to go after an action: the form's "next" page when it is
-// one of the dashboard's own, else the job's page; with the outcome for the
-// flash message.
-func (h *handler) next(r *http.Request, base string, id int64, done string) string {
-	target := base + "/jobs/" + strconv.FormatInt(id, 10)
-	if u, err := url.Parse(r.PostFormValue("next")); err == nil && u.Scheme == "" && u.Host == "" && u.User == nil &&
-		strings.HasPrefix(u.Path, base+"/") && !strings.HasPrefix(u.Path, "//") && !strings.Contains(u.Path, "\\") {
-		q := u.Query()
-		q.Del("done")
-		q.Del("job")
-		if enc := q.Encode(); enc != "" {
-			target = u.Path + "?" + enc
-		} else {
-			target = u.Path
-		}
+// one of the dashboard's own, else fallback; without flash parameters.
+func (h *handler) next(r *http.Request, base, fallback string) string {
+	u, err := url.Parse(r.PostFormValue("next"))
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
+		!strings.HasPrefix(u.Path, base+"/") || strings.HasPrefix(u.Path, "//") || strings.Contains(u.Path, "\\") {
+		return fallback
 	}
+	q := u.Query()
+	stripFlash(q)
+	if enc := q.Encode(); enc != "" {
+		return u.Path + "?" + enc
+	}
+	return u.Path
+}
+
+// withFlash adds the outcome of an action to the page it redirects to.
+func withFlash(target string, flash url.Values) string {
 	sep := "?"
 	if strings.Contains(target, "?") {
 		sep = "&"
 	}
-	return target + sep + url.Values{"done": {done}, "job": {strconv.FormatInt(id, 10)}}.Encode()
+	return target + sep + flash.Encode()
 }

@@ -241,6 +241,22 @@ func TestBrowser(t *testing.T) {
 		t.Error("the retried job is still listed as stuck")
 	}
 
+	// Pause a queue from the overview.
+	pause := `form[action="/queues/reports/pause"] button`
+	run("open the overview again", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(pause)))
+	run("click pause",
+		chromedp.Click(chromedp.CSS(pause)),
+		chromedp.WaitVisible(chromedp.CSS("p.flash")),
+	)
+	if got := text("p.flash"); !strings.HasPrefix(got, "Queue reports is paused") {
+		t.Errorf("flash %q", got)
+	}
+	if infos, err := e.client.QueueList(t.Context()); err != nil || len(infos) != 1 || infos[0].Name != "reports" || !infos[0].Paused {
+		t.Errorf("after the click QueueList = %v, %v; want reports paused", infos, err)
+	}
+	run("see the resume button", chromedp.WaitVisible(chromedp.CSS(`form[action="/queues/reports/resume"] button`)))
+	screenshot("overview-paused")
+
 	mu.Lock()
 	defer mu.Unlock()
 	if len(consoleErrors) > 0 {

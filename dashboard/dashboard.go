@@ -46,6 +46,13 @@ type Source interface {
 	// QueueBacklog returns each queue's claimable jobs and the age of the
 	// oldest, on the database clock.
 	QueueBacklog(ctx context.Context) ([]*leasehold.QueueBacklog, error)
+	// QueuePause stops every client from claiming a queue's jobs.
+	QueuePause(ctx context.Context, name string) error
+	// QueueResume lets clients claim a paused queue's jobs again.
+	QueueResume(ctx context.Context, name string) error
+	// QueueList returns the control state of every queue ever paused or
+	// resumed, in name order; other queues are active.
+	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
 	// Stats returns the client's counters.
 	Stats() leasehold.Stats
 }
@@ -173,9 +180,9 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /stuck", h.page(h.stuck))
 	m.HandleFunc("GET /static/{name}", h.static)
 	m.HandleFunc("POST /jobs/{id}/{action}", h.action)
-	// Queue pause and resume: the core has no such operation yet (a later
-	// issue). When it lands, add "POST /queues/{queue}/{pause|resume}" here,
-	// a Paused column and the two buttons in templates/overview.html.
+	// A queue name may hold "/": forms escape it as %2F, which the mux
+	// keeps inside the one segment.
+	m.HandleFunc("POST /queues/{queue}/{action}", h.queueAction)
 	m.HandleFunc("/", h.notFound)
 	h.mux = m
 }

@@ -6,7 +6,8 @@ It serves an overview (jobs per queue and state, throughput of the last 30
 minutes, the age of the oldest claimable job, the client's counters), a job
 browser with filters and paging, each job's detail with its attempt timeline,
 the running jobs with their lease time left, and the stuck jobs that wait for
-reconciliation, with the actions to settle them. Pages are rendered on the
+reconciliation, with the actions to settle them. The overview shows which
+queues are paused and pauses or resumes a queue for every client. Pages are rendered on the
 server with html/template; a small embedded script refreshes the page's
 content every few seconds without reloading it, and stops while the tab is
 hidden.
@@ -21,8 +22,8 @@ Mount it under any prefix:
 
 # Security
 
-Every value is escaped by html/template. Every action that changes a job is
-a POST that must carry the page's CSRF token (a random value kept in a
+Every value is escaped by html/template. Every action that changes a job or
+a queue is a POST that must carry the page's CSRF token (a random value kept in a
 SameSite=Strict cookie and repeated in the form, compared in constant time);
 cross-origin browser requests are refused as well. Options.BearerToken and
 Options.BasicAuth require authentication on every request, compared in

@@ -22,6 +22,8 @@ type queueRow struct {
 	Available int64         // claimable now
 	OldestAge time.Duration // of the oldest claimable job; 0 when none
 	Chart     *barChart
+	Paused    bool
+	PausedAt  *time.Time
 }
 
 // stateCount is the number of jobs in one state.
@@ -60,6 +62,10 @@ func (h *handler) overview(r *http.Request, p *pageData) error {
 	if err != nil {
 		return err
 	}
+	control, err := h.src.QueueList(ctx)
+	if err != nil {
+		return err
+	}
 	states := leasetype.JobStates()
 	d := &overviewData{Totals: stateCounts(), Stats: h.src.Stats()}
 	byQueue := map[string]*queueRow{}
@@ -87,13 +93,38 @@ func (h *handler) overview(r *http.Request, p *pageData) error {
 	for _, t := range tp {
 		row(t.Queue) // a queue whose jobs are all pruned still shows its recent work
 	}
+	for _, c := range control {
+		if c.Paused {
+			qr := row(c.Name) // a paused queue shows even without jobs, so it can be resumed
+			qr.Paused, qr.PausedAt = true, c.PausedAt
+		}
+	}
 	slices.SortFunc(d.Queues, func(a, b *queueRow) int { return strings.Compare(a.Queue, b.Queue) })
 	for _, qr := range d.Queues {
 		qr.Chart = throughputChart(tp, qr.Queue, p.Now, true)
 	}
 	d.Chart = throughputChart(tp, "", p.Now, false)
+	queueFlash(r, p, control)
 	p.Data = d
 	return nil
+}
+
+// queueFlash turns the redirect after a queue action into a message. It
+// names the queue only when the queue's state now matches the message, so a
+// crafted link cannot put words in the page.
+func queueFlash(r *http.Request, p *pageData, control []*leasehold.QueueInfo) {
+	q := r.URL.Query()
+	name, done := q.Get(flashQueue), q.Get("done")
+	i := slices.IndexFunc(control, func(c *leasehold.QueueInfo) bool { return c.Name == name })
+	if i < 0 {
+		return
+	}
+	switch paused := control[i].Paused; {
+	case done == "pause" && paused:
+		p.Flash = fmt.Sprintf("Queue %s is paused: no client claims its jobs until it is resumed.", name)
+	case done == "resume" && !paused:
+		p.Flash = fmt.Sprintf("Queue %s is resumed: clients claim its jobs again.", name)
+	}
 }
 
 // jobFilter is the jobs page's query, parsed and validated.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -77,8 +78,7 @@ func (h *handler) newPage(w http.ResponseWriter, r *http.Request) *pageData {
 		p.Refresh = h.opts.RefreshInterval.Milliseconds()
 	}
 	q := r.URL.Query()
-	q.Del("done")
-	q.Del("job")
+	stripFlash(q)
 	p.Here = p.Base + r.URL.Path
 	if enc := q.Encode(); enc != "" {
 		p.Here += "?" + enc
@@ -158,6 +158,7 @@ func (h *handler) parseTemplates() error {
 		"idKey":      leasehold.IdempotencyKey,
 		"f1":         func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 		"dict":       dict,
+		"pathEscape": url.PathEscape,
 	}
 	h.pages = map[string]*template.Template{}
 	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "error"} {

@@ -334,7 +334,7 @@ func TestMount(t *testing.T) {
 				t.Fatalf("%s: GET / = %d", name, res.StatusCode)
 			}
 			mustContain(t, name, body, `href="/ops/queue/jobs"`, `href="/ops/queue/stuck"`, `src="/ops/queue/static/app.js?v=`,
-				`href="/ops/queue/jobs?queue=payments"`)
+				`href="/ops/queue/jobs?queue=payments"`, `action="/ops/queue/queues/payments/pause"`)
 			if strings.Contains(body, `href="/jobs`) {
 				t.Errorf("%s: a link escapes the mount", name)
 			}
