@@ -49,10 +49,20 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 // Ping checks that the database answers, by reading its clock: the
 // cheapest round trip, for health checks.
 func (c *clientCore) Ping(ctx context.Context) error {
-	if _, err := c.exec.Now(ctx); err != nil {
-		return fmt.Errorf("leasehold: ping database: %w", err)
+	if _, err := c.Now(ctx); err != nil {
+		return err
 	}
 	return nil
+}
+
+// Now returns the database clock, the one every lease is measured on: use
+// it, not the local clock, to show how long a lease has left.
+func (c *clientCore) Now(ctx context.Context) (time.Time, error) {
+	now, err := c.exec.Now(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("leasehold: read database clock: %w", err)
+	}
+	return now, nil
 }
 
 // JobGet returns a job by ID, or ErrNotFound.

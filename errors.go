@@ -10,9 +10,10 @@ import (
 var (
 	// ErrNotFound is returned when no job has the given ID.
 	ErrNotFound = errors.New("leasehold: job not found")
-	// ErrInvalidArgs is wrapped by every error about bad input to an insert
-	// (names, sizes, options); nothing is written when it is returned.
-	ErrInvalidArgs = errors.New("leasehold: invalid job")
+	// ErrInvalidArgs is wrapped by every error about bad input (names, sizes,
+	// options of an insert or an operator action); nothing is written when it
+	// is returned.
+	ErrInvalidArgs = errors.New("leasehold: invalid argument")
 	// ErrInvalidConfig is wrapped by every configuration error from NewClient.
 	ErrInvalidConfig = errors.New("leasehold: invalid config")
 	// ErrNotStarted is returned by Stop on a client that was never started.

@@ -267,9 +267,9 @@ type JobSetStateParams struct {
 
 // QueueStateCount is a count of jobs in one queue and state.
 type QueueStateCount struct {
-	Queue string
-	State leasetype.JobState
-	Count int64
+	Queue string             `json:"queue"`
+	State leasetype.JobState `json:"state"`
+	Count int64              `json:"count"`
 }
 
 // JobThroughputParams selects the window of JobThroughput.
@@ -280,18 +280,18 @@ type JobThroughputParams struct {
 // ThroughputCount is the number of attempts of one queue that ended in one
 // minute with one outcome.
 type ThroughputCount struct {
-	Queue   string
-	Minute  time.Time
-	Outcome leasetype.AttemptOutcome
-	Count   int64
+	Queue   string                   `json:"queue"`
+	Minute  time.Time                `json:"minute"`
+	Outcome leasetype.AttemptOutcome `json:"outcome"`
+	Count   int64                    `json:"count"`
 }
 
 // QueueBacklog is the claimable backlog of one queue.
 type QueueBacklog struct {
-	Queue     string
-	Available int64
+	Queue     string `json:"queue"`
+	Available int64  `json:"available"`
 	// OldestAge is how long the oldest claimable job has been due.
-	OldestAge time.Duration
+	OldestAge time.Duration `json:"oldest_age"`
 }
 
 // QueueSetPausedParams pauses or resumes a queue.
