@@ -72,7 +72,7 @@ type pageFunc func(r *http.Request, p *pageData) error
 
 func (h *handler) newPage(w http.ResponseWriter, r *http.Request) *pageData {
 	p := &pageData{
-		Base: h.base(r), CSRF: h.csrfToken(w, r), ReadOnly: h.opts.ReadOnly, Now: h.now().UTC(),
+		Base: h.base(r), CSRF: h.csrfToken(w, r), ReadOnly: h.opts.ReadOnly, Now: h.clock(r.Context()).UTC(),
 	}
 	if h.opts.RefreshInterval > 0 {
 		p.Refresh = h.opts.RefreshInterval.Milliseconds()
@@ -228,8 +228,9 @@ func relTime(v any, now time.Time) string {
 	return "in " + fmtDuration(-d)
 }
 
-// leaseLeft is the time left on a lease, from the dashboard's clock. A
-// negative result means the lease has lapsed and waits for the watcher.
+// leaseLeft is the time left on a lease, on the database clock when the
+// source can read it (see handler.clock). A negative result means the lease
+// has lapsed and waits for the watcher.
 func leaseLeft(until *time.Time, now time.Time) time.Duration {
 	if until == nil {
 		return 0
@@ -314,4 +315,21 @@ func dict(kv ...any) (map[string]any, error) {
 		m[k] = kv[i+1]
 	}
 	return m, nil
+}
+
+// databaseClock is implemented by sources that can read the database clock,
+// the one leases are measured on (*leasehold.Client does).
+type databaseClock interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// clock returns the time pages are rendered against: the database clock
+// when the source offers it, else the dashboard's own.
+func (h *handler) clock(ctx context.Context) time.Time {
+	if dc, ok := h.src.(databaseClock); ok {
+		if now, err := dc.Now(ctx); err == nil {
+			return now
+		}
+	}
+	return h.now()
 }
