@@ -91,7 +91,7 @@ The JSON is checked before the database is touched.`,
 				} else {
 					fmt.Fprintf(out, "inserted job %d\n\n", res.Job.ID)
 				}
-				return writeJobDetail(out, res.Job, time.Now())
+				return writeJobDetail(out, res.Job, s.now(ctx))
 			})
 		},
 	}

@@ -64,7 +64,7 @@ States: ` + statesList() + `.`,
 				if err != nil {
 					return err
 				}
-				return printJobs(cmd, rows, o.json, "no jobs match")
+				return printJobs(cmd, rows, o.json, "no jobs match", s.now(ctx))
 			})
 		},
 	}
@@ -114,7 +114,7 @@ func statesList() string {
 }
 
 // printJobs prints rows as a table, or JSON; empty says so on stderr.
-func printJobs(cmd *cobra.Command, rows []*leasetype.JobRow, asJSON bool, empty string) error {
+func printJobs(cmd *cobra.Command, rows []*leasetype.JobRow, asJSON bool, empty string, now time.Time) error {
 	if asJSON {
 		out := make([]*jobJSON, 0, len(rows))
 		for _, r := range rows {
@@ -126,7 +126,7 @@ func printJobs(cmd *cobra.Command, rows []*leasetype.JobRow, asJSON bool, empty 
 		fmt.Fprintln(cmd.ErrOrStderr(), empty)
 		return nil
 	}
-	return jobsTable(cmd.OutOrStdout(), rows, time.Now())
+	return jobsTable(cmd.OutOrStdout(), rows, now)
 }
 
 // parseID parses a job ID argument.
@@ -149,7 +149,7 @@ func newJobsShowCmd(g *globalOptions) *cobra.Command {
 		Long: `show prints a job's fields, its arguments and metadata, and its attempt
 history: one row per lease that has ended, with its owner, fencing token,
 lease window, heartbeats, outcome and error. A running job's current lease
-and the time it has left (on this machine's clock) are shown with the job.`,
+and the time it has left (on the database clock) are shown with the job.`,
 		Example: `  leasehold jobs show 42
   leasehold jobs show 42 --json`,
 		Args: cobra.ExactArgs(1),
@@ -177,7 +177,7 @@ and the time it has left (on this machine's clock) are shown with the job.`,
 						Attempts []*attemptJSON `json:"attempts"`
 					}{toJobJSON(row), attempts})
 				}
-				if err := writeJobDetail(out, row, time.Now()); err != nil {
+				if err := writeJobDetail(out, row, s.now(ctx)); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "\nAttempts (%d ended)\n", len(attempts))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ import (
 type operator interface {
 	dashboard.Source
 	Ping(ctx context.Context) error
+	Now(ctx context.Context) (time.Time, error)
 	Insert(ctx context.Context, args leasehold.JobArgs, opts *leasehold.InsertOpts) (*leasehold.InsertResult, error)
 	QueuePause(ctx context.Context, name string) error
 	QueueResume(ctx context.Context, name string) error
@@ -38,6 +40,15 @@ type migrator interface {
 	UpTo(ctx context.Context, target int) ([]int, error)
 	Down(ctx context.Context) ([]int, error)
 	DownTo(ctx context.Context, target int) ([]int, error)
+}
+
+// now returns the database clock, on which leases are measured, or this
+// machine's clock when the database cannot say.
+func (s *session) now(ctx context.Context) time.Time {
+	if t, err := s.client.Now(ctx); err == nil {
+		return t
+	}
+	return time.Now()
 }
 
 // session is an open database with an insert-only client on it: the CLI

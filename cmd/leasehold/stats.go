@@ -46,7 +46,7 @@ minutes on the database clock, so a window may include part of one more.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
-				rep, err := gatherStats(ctx, s.client, time.Now())
+				rep, err := gatherStats(ctx, s.client, s.now(ctx))
 				if err != nil {
 					return err
 				}

@@ -48,7 +48,7 @@ func newStuckListCmd(g *globalOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJobs(cmd, rows, asJSON, "no stuck jobs")
+				return printJobs(cmd, rows, asJSON, "no stuck jobs", s.now(ctx))
 			})
 		},
 	}
