@@ -77,16 +77,6 @@ func (l *lease) lose(reason string) bool {
 	return true
 }
 
-// interrupt cancels the handler with cause, without losing the lease.
-func (l *lease) interrupt(cause error) {
-	l.mu.Lock()
-	cancel := l.cancel
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
-	}
-}
-
 // leaseSet is the set of leases a client holds.
 type leaseSet struct {
 	mu    sync.Mutex
@@ -136,10 +126,4 @@ func (s *leaseSet) snapshot() []*lease {
 		out = append(out, l)
 	}
 	return out
-}
-
-func (s *leaseSet) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.byID)
 }

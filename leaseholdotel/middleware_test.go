@@ -191,7 +191,7 @@ func TestTraceFromInsertToWork(t *testing.T) {
 		leaseholdotel.AttrJobCount: attribute.IntValue(1),
 	} {
 		if got, _ := attr(insert, k); got != want {
-			t.Errorf("insert span %s = %v, want %v", k, got.Emit(), want.Emit())
+			t.Errorf("insert span %s = %v, want %v", k, got.String(), want.String())
 		}
 	}
 
@@ -218,7 +218,7 @@ func TestTraceFromInsertToWork(t *testing.T) {
 		leaseholdotel.AttrLeaseOwner: attribute.StringValue(h.client.Owner()),
 	} {
 		if got, _ := attr(work, k); got != want {
-			t.Errorf("work span %s = %v, want %v", k, got.Emit(), want.Emit())
+			t.Errorf("work span %s = %v, want %v", k, got.String(), want.String())
 		}
 	}
 	h.mu.Lock()
@@ -311,8 +311,8 @@ func TestLinkToInsertAndBatch(t *testing.T) {
 		leaseholdotel.AttrQueues:   attribute.StringSliceValue([]string{"default", "side"}),
 		leaseholdotel.AttrJobCount: attribute.IntValue(2),
 	} {
-		if got, _ := attr(insert, k); got.Emit() != want.Emit() {
-			t.Errorf("insert span %s = %v, want %v", k, got.Emit(), want.Emit())
+		if got, _ := attr(insert, k); got.String() != want.String() {
+			t.Errorf("insert span %s = %v, want %v", k, got.String(), want.String())
 		}
 	}
 	for i, kind := range []string{"otel", "other"} {

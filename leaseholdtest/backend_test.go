@@ -180,16 +180,6 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.fatals = append(f.fatals, fmt.Sprintf(format, args...))
 }
 
-// requirePassed fails t if the helper reported any failure.
-func (f *fakeTB) requirePassed(t *testing.T) {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.errors)+len(f.fatals) > 0 {
-		t.Fatalf("helper reported failures: errors %q, fatals %q", f.errors, f.fatals)
-	}
-}
-
 // requireFatal fails t unless the helper reported exactly one fatal failure
 // containing every one of want.
 func (f *fakeTB) requireFatal(t *testing.T, want ...string) string {
