@@ -98,7 +98,10 @@ func (h *heartbeater) tick(ctx context.Context) time.Time {
 		if !now.Before(deadline) {
 			continue // enforceDeadlines loses it
 		}
-		if !now.Before(renewDue) {
+		// A lease within a sixth of its TTL of being due rides along with
+		// the ones that are due, so leases claimed at different moments
+		// share statements instead of each sending its own.
+		if !now.Before(renewDue.Add(-l.ttl / 6)) {
 			due = append(due, l)
 			renewDue = now.Add(l.ttl / 3)
 			callDeadline = earliest(callDeadline, deadline)

@@ -20,6 +20,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"CompleteTx", testClientCompleteTx[TTx]},
 		{"InsertTx", testClientInsertTx[TTx]},
 		{"Heartbeats", testClientHeartbeats[TTx]},
+		{"HeartbeatCoalescing", testClientHeartbeatCoalescing[TTx]},
 		{"DatabaseOutage", testClientDatabaseOutage[TTx]},
 		{"StartUnreachable", testClientStartUnreachable[TTx]},
 		{"BadInput", testClientBadInput[TTx]},

@@ -263,3 +263,37 @@ func testClientQueuePause[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatal("pausing an invalid queue name succeeded")
 	}
 }
+
+// testClientHeartbeatCoalescing: leases claimed at different moments share
+// renewal statements: with jobs started over a whole TTL, the client sends
+// far fewer statements than one per job per renewal period.
+func testClientHeartbeatCoalescing[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	const jobs = 12
+	ttl := 1200 * time.Millisecond
+	fd := newFaultDriver(env.d)
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[testArgs](func(ctx context.Context, j *leasehold.Job[testArgs]) error {
+		select {
+		case <-time.After(3 * ttl):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}))
+	c := env.client(fd, leasehold.Config{LeaseTTL: ttl, Workers: w})
+	var ids []int64
+	for range jobs {
+		ids = append(ids, insert(t, c, testArgs{Name: "staggered"}, nil).ID)
+		time.Sleep(ttl / jobs) // claims spread over one TTL
+	}
+	for _, id := range ids {
+		env.waitState(id, leasetype.JobStateCompleted, 15*time.Second)
+	}
+	calls, renewals := fd.heartbeats.Load(), fd.renewals.Load()
+	// Each job runs 3 TTLs and is renewed every TTL/6 to TTL/3: about 9 to
+	// 18 renewals each. Uncoalesced, that is as many statements.
+	if renewals < jobs*6 || calls*3 > renewals {
+		t.Fatalf("%d heartbeat statements carried %d renewals for %d staggered jobs; want at least 3 renewals per statement", calls, renewals, jobs)
+	}
+}
