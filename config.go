@@ -25,7 +25,7 @@ type Config struct {
 	Queues map[string]QueueConfig
 
 	// LeaseTTL is the default lease duration; default 30 s. Leases are
-	// renewed every LeaseTTL/3 while a handler runs.
+	// renewed every LeaseTTL/6 to LeaseTTL/3 while a handler runs.
 	LeaseTTL time.Duration
 	// ExpiryPolicy is the default policy for expired leases; default retry.
 	ExpiryPolicy leasetype.ExpiryPolicy

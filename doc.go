@@ -13,9 +13,10 @@ The claim sets the job running, records the claiming client in lease_owner
 lease_until from the database clock, and issues a fencing token: the job's
 lease_token, which grows by one with every grant of that job.
 
-While the handler runs, the client renews all of its leases with one batched
-statement per tick, every third of the lease TTL (default 30 s; per kind with
-WorkerOpts.LeaseTTL, per job with InsertOpts.LeaseTTL). Renewals change no
+While the handler runs, the client renews its leases in batched statements:
+each lease between a sixth and a third of its TTL after its last renewal, all
+the leases that are due together in one statement (default TTL 30 s; per kind
+with WorkerOpts.LeaseTTL, per job with InsertOpts.LeaseTTL). Renewals change no
 indexed column, so Postgres applies them as HOT updates.
 
 Every write that ends or extends a lease (heartbeat, completion, failure,
