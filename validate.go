@@ -17,6 +17,15 @@ const DefaultQueue = "default"
 
 const defaultQueue = DefaultQueue
 
+// ValidateQueueName reports whether name is a valid queue name: 1 to 128
+// bytes of letters, digits and _ - . : /, starting with a letter or digit.
+// The error wraps ErrInvalidArgs and says what is wrong.
+func ValidateQueueName(name string) error { return validateName("queue", name) }
+
+// ValidateKind reports whether kind is a valid job kind, by the same rule as
+// queue names.
+func ValidateKind(kind string) error { return validateName("kind", kind) }
+
 // validateName checks a kind or queue name: 1 to 128 characters of letters,
 // digits and _ - . : /, starting with a letter or digit.
 func validateName(what, name string) error {

@@ -115,22 +115,11 @@ func (h *handler) queueAction(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, withFlash(target, url.Values{"done": {done}, flashQueue: {name}}), http.StatusSeeOther)
 }
 
-// maxQueueName is the core's limit on a queue name's length.
-const maxQueueName = 128
-
-// checkQueueName applies the core's rule for queue names (a letter or digit,
-// then letters, digits and _ - . : /, at most 128 bytes), so a bad name is a
-// 400 from the dashboard whatever the Source does with it.
+// checkQueueName applies the core's rule for queue names, so a bad name is
+// a 400 from the dashboard whatever the Source does with it.
 func checkQueueName(name string) error {
-	if name == "" || len(name) > maxQueueName {
-		return badRequest("queue name %.40q is not 1 to %d bytes long", name, maxQueueName)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || !strings.ContainsRune("_-.:/", rune(c))) {
-			return badRequest("queue name %q has the character %q at %d: want letters and digits, and _ - . : / after the first", name, c, i)
-		}
+	if err := leasehold.ValidateQueueName(name); err != nil {
+		return badRequest("%s", strings.TrimPrefix(err.Error(), leasehold.ErrInvalidArgs.Error()+": "))
 	}
 	return nil
 }
