@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
+)
+
+// leaseholdEngine runs our client with heartbeats, fencing and attempt
+// history on (they cannot be switched off).
+type leaseholdEngine[TTx any] struct {
+	label      string
+	drv        driver.Driver[TTx]
+	cfg        leasehold.Config // Workers and Logger are filled in at start
+	h          *hooks
+	exec       func(ctx context.Context, sql string) error
+	resets     []string
+	analyzeSQL string
+	hold       bool // insert held jobs (heartbeat mode)
+
+	inserter *leasehold.Client[TTx]
+	client   atomic.Pointer[leasehold.Client[TTx]]
+}
+
+func newLeaseholdEngine[TTx any](label string, drv driver.Driver[TTx], cfg leasehold.Config, h *hooks,
+	exec func(context.Context, string) error, resets []string, analyzeSQL string,
+) (*leaseholdEngine[TTx], error) {
+	cfg.Logger = benchLogger()
+	ins, err := leasehold.NewClient(drv, &leasehold.Config{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("%s: new insert client: %w", label, err)
+	}
+	return &leaseholdEngine[TTx]{label: label, drv: drv, cfg: cfg, h: h, exec: exec, resets: resets, analyzeSQL: analyzeSQL, inserter: ins}, nil
+}
+
+func benchLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func (e *leaseholdEngine[TTx]) name() string { return e.label }
+
+func (e *leaseholdEngine[TTx]) reset(ctx context.Context) error {
+	for _, q := range e.resets {
+		if err := e.exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: reset: %w", e.label, err)
+		}
+	}
+	return nil
+}
+
+// insertClient is the running client when there is one, so that its own
+// producers are woken, else the insert-only client.
+func (e *leaseholdEngine[TTx]) analyze(ctx context.Context) error {
+	if e.analyzeSQL == "" {
+		return nil
+	}
+	return e.exec(ctx, e.analyzeSQL)
+}
+
+func (e *leaseholdEngine[TTx]) insertClient() *leasehold.Client[TTx] {
+	if c := e.client.Load(); c != nil {
+		return c
+	}
+	return e.inserter
+}
+
+func (e *leaseholdEngine[TTx]) insert(ctx context.Context, n int) error {
+	const batch = 10_000
+	c := e.insertClient()
+	params := make([]leasehold.InsertManyParams, 0, batch)
+	for i, a := range makeArgs(n) {
+		a.Hold = e.hold
+		params = append(params, leasehold.InsertManyParams{Args: a})
+		if len(params) == batch || i == n-1 {
+			if _, err := c.InsertManyFast(ctx, params); err != nil {
+				return fmt.Errorf("%s: insert: %w", e.label, err)
+			}
+			params = params[:0]
+		}
+	}
+	return nil
+}
+
+func (e *leaseholdEngine[TTx]) insertOne(ctx context.Context, a benchArgs) error {
+	_, err := e.insertClient().Insert(ctx, a, nil)
+	return err
+}
+
+func (e *leaseholdEngine[TTx]) start(ctx context.Context) error {
+	workers := leasehold.NewWorkers()
+	leasehold.AddWorker(workers, leasehold.WorkFunc[benchArgs](func(ctx context.Context, j *leasehold.Job[benchArgs]) error {
+		e.h.handle(ctx, j.Args)
+		return nil
+	}))
+	cfg := e.cfg
+	cfg.Workers = workers
+	c, err := leasehold.NewClient(e.drv, &cfg)
+	if err != nil {
+		return fmt.Errorf("%s: new client: %w", e.label, err)
+	}
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("%s: start: %w", e.label, err)
+	}
+	e.client.Store(c)
+	return nil
+}
+
+func (e *leaseholdEngine[TTx]) stop(ctx context.Context) error {
+	c := e.client.Swap(nil)
+	if c == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return c.Stop(ctx)
+}
+
+func (e *leaseholdEngine[TTx]) completed() int64 {
+	if c := e.client.Load(); c != nil {
+		return c.Stats().Completed
+	}
+	return 0
+}
+
+// stats returns the running client's counters.
+func (e *leaseholdEngine[TTx]) stats() leasehold.Stats {
+	if c := e.client.Load(); c != nil {
+		return c.Stats()
+	}
+	return leasehold.Stats{}
+}

@@ -1,0 +1,135 @@
+// Command bench measures leasehold against River and against a hand-written
+// loop of raw SQL (the limit of a leased queue on the database), in one
+// process, with alternating rounds, on the same database.
+//
+//	go run . drain       [-jobs 200000] [-rounds 3]
+//	go run . continuous  [-duration 10s] [-rounds 3]
+//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0]
+//	go run . heartbeat   [-jobs 10000] [-duration 40s] [-ttl 30s]
+//	go run . sqlite      [-jobs 20000] [-rounds 3]
+//
+// Postgres is LEASEHOLD_TEST_POSTGRES_URL (default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable); each engine
+// works in its own schema (bench_raw, bench_leasehold, bench_river). Every
+// mode prints one line per engine; see BENCHMARKS.md at the repository root.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags; zero values take the mode's defaults.
+type options struct {
+	mode         string
+	jobs         int
+	rounds       int
+	duration     time.Duration
+	rates        []int
+	engines      []string
+	workers      int
+	ttl          time.Duration
+	retained     int
+	cpuprofile   string
+	sqliteDir    string
+	schemaPrefix string
+}
+
+var modes = map[string]func(context.Context, *options, io.Writer) error{
+	"drain":      runDrain,
+	"continuous": runContinuous,
+	"latency":    runLatency,
+	"heartbeat":  runHeartbeat,
+	"sqlite":     runSQLite,
+}
+
+const usage = "usage: go run . drain|continuous|latency|heartbeat|sqlite [flags] (-h for the flags)"
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || modes[args[0]] == nil {
+		return errors.New(usage)
+	}
+	o := &options{mode: args[0]}
+	fs := flag.NewFlagSet(o.mode, flag.ContinueOnError)
+	fs.IntVar(&o.jobs, "jobs", 0, "jobs per round (drain 200000, sqlite 20000, heartbeat 10000; latency: claims timed with -retained, 1000)")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds per engine (3; heartbeat 1)")
+	fs.DurationVar(&o.duration, "duration", 0, "measured time per round (continuous 10s, latency 10s, heartbeat 40s)")
+	rates := fs.String("rate", "100,1000", "latency: enqueue rates in jobs/s, comma-separated")
+	engines := fs.String("engines", "", "comma-separated engines (default per mode; see setup.go)")
+	fs.IntVar(&o.workers, "workers", 2000, "MaxWorkers of river and leasehold in drain, continuous and sqlite (River's bench uses 2000)")
+	fs.DurationVar(&o.ttl, "ttl", 0, "heartbeat: lease TTL (leasehold default 30s)")
+	fs.IntVar(&o.retained, "retained", 0, "latency: also measure leasehold with this many finished jobs retained in its table")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here; samples carry an engine label (go tool pprof -tagfocus engine=leasehold)")
+	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "sqlite: directory for the database files (default a temporary directory)")
+	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	for _, r := range strings.Split(*rates, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad -rate %q", *rates)
+		}
+		o.rates = append(o.rates, n)
+	}
+	if *engines != "" {
+		o.engines = strings.Split(*engines, ",")
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return modes[o.mode](ctx, o, out)
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// waitFor polls cond every millisecond until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// withLabel runs f with the engine's pprof label, which the goroutines the
+// engine starts inherit.
+func withLabel(ctx context.Context, engine string, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("engine", engine), f)
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/postgres"
+)
+
+// latencyResult is one engine's percentiles, one value per round.
+type latencyResult struct {
+	engine        string
+	p50, p90, p99 []float64 // milliseconds
+	insertP50     []float64 // milliseconds the insert call itself took
+}
+
+// runLatency enqueues single jobs at fixed rates and measures the time
+// from the start of the insert call to the start of the handler. Each
+// engine runs its default configuration; River also with a 2 ms fetch
+// cooldown. The raw loop is not measured: it has no wake-up, so its latency
+// is its poll interval.
+func runLatency(ctx context.Context, o *options, out io.Writer) error {
+	env, err := setupPostgres(ctx, o.schemaPrefix)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	names := o.engines
+	if names == nil {
+		names = []string{"leasehold-default", "river-default", "river-2ms"}
+	}
+	hooksOf := map[string]*hooks{}
+	var engines []engine
+	for _, n := range names {
+		h := newHooks()
+		e, err := pgEngine(ctx, env, n, engineSpec{workers: o.workers}, h)
+		if err != nil {
+			return err
+		}
+		hooksOf[n] = h
+		engines = append(engines, e)
+	}
+	dur := orDefault(o.duration, 10*time.Second)
+	rounds := orDefault(o.rounds, 3)
+	for _, rate := range o.rates {
+		results := make([]*latencyResult, len(engines))
+		for i, e := range engines {
+			results[i] = &latencyResult{engine: e.name()}
+		}
+		for r := range rounds {
+			for i := range engines {
+				k := (i + r) % len(engines)
+				p, err := latencyRound(ctx, engines[k], hooksOf[engines[k].name()], rate, dur)
+				if err != nil {
+					return fmt.Errorf("%s at %d/s round %d: %w", engines[k].name(), rate, r+1, err)
+				}
+				results[k].add(p)
+			}
+		}
+		fmt.Fprintf(out, "# latency: enqueue (start of the insert call) to handler start, %d jobs/s for %s, %d rounds\n", rate, dur, rounds)
+		printLatency(out, fmt.Sprintf("latency@%d/s", rate), results)
+	}
+	if o.retained > 0 {
+		return runRetained(ctx, o, env, out, dur, rounds)
+	}
+	return nil
+}
+
+func (r *latencyResult) add(p [4]float64) {
+	r.p50, r.p90, r.p99 = append(r.p50, p[0]), append(r.p90, p[1]), append(r.p99, p[2])
+	r.insertP50 = append(r.insertP50, p[3])
+}
+
+// latencyRound returns p50, p90 and p99 of enqueue-to-start and p50 of the
+// insert call, in milliseconds.
+func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Duration) ([4]float64, error) {
+	if err := prepareBacklog(ctx, e, 0); err != nil {
+		return [4]float64{}, err
+	}
+	var (
+		samples, inserts []time.Duration
+		err              error
+	)
+	withLabel(ctx, e.name(), func(ctx context.Context) {
+		if err = e.start(ctx); err != nil {
+			return
+		}
+		sleepCtx(ctx, 300*time.Millisecond) // listeners connected, first polls done
+		h.takeSamples()
+		n := max(1, int(float64(rate)*dur.Seconds()))
+		interval := time.Second / time.Duration(rate)
+		var (
+			wg    sync.WaitGroup
+			errMu sync.Mutex
+		)
+		start := time.Now()
+		for i := range n {
+			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+				time.Sleep(d)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				at := time.Now()
+				ierr := e.insertOne(ctx, benchArgs{Num: i, At: at.UnixNano()})
+				took := time.Since(at)
+				errMu.Lock()
+				defer errMu.Unlock()
+				inserts = append(inserts, took)
+				if ierr != nil {
+					err = ierr
+				}
+			}()
+		}
+		wg.Wait()
+		if err != nil {
+			return
+		}
+		err = waitFor(ctx, 10*time.Second, func() bool { return h.sampleCount() >= n })
+		samples = h.takeSamples()
+	})
+	if stopErr := e.stop(ctx); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return [4]float64{}, err
+	}
+	p := percentiles(samples)
+	return [4]float64{p[0], p[1], p[2], percentiles(inserts)[0]}, nil
+}
+
+// percentiles returns p50, p90 and p99 in milliseconds (nearest rank).
+func percentiles(d []time.Duration) [3]float64 {
+	if len(d) == 0 {
+		return [3]float64{}
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		i := int(p*float64(len(s))+0.5) - 1
+		i = min(max(i, 0), len(s)-1)
+		return float64(s[i].Microseconds()) / 1000
+	}
+	return [3]float64{at(0.50), at(0.90), at(0.99)}
+}
+
+// printLatency prints one line per engine: min/median/max over rounds of
+// each percentile, and the ratio of its median p50 and p99 to each peer's.
+func printLatency(w io.Writer, mode string, all []*latencyResult) {
+	for _, r := range all {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-14s %-18s ms", mode, r.engine)
+		for _, m := range []struct {
+			name string
+			v    []float64
+		}{{"p50", r.p50}, {"p90", r.p90}, {"p99", r.p99}} {
+			lo, med, hi := spread(m.v)
+			fmt.Fprintf(&b, "  %s median %.2f (min %.2f max %.2f)", m.name, med, lo, hi)
+		}
+		if len(r.insertP50) > 0 {
+			fmt.Fprintf(&b, "  [insert call p50 %.2f]", median(r.insertP50))
+		}
+		for _, p := range all {
+			if p != r {
+				fmt.Fprintf(&b, "  vs %s p50 %.2fx p99 %.2fx", p.engine, median(r.p50)/median(p.p50), median(r.p99)/median(p.p99))
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// runRetained measures claim latency and enqueue-to-start latency of
+// leasehold (defaults) with o.retained finished jobs kept in its table,
+// against the same with none.
+func runRetained(ctx context.Context, o *options, env *pgEnv, out io.Writer, dur time.Duration, rounds int) error {
+	exec := postgres.New(env.leasehold).GetExecutor()
+	ins, err := pgEngine(ctx, env, "leasehold-default", engineSpec{}, newHooks())
+	if err != nil {
+		return err
+	}
+	claims := orDefault(o.jobs, 1000)
+	if err := prepareBacklog(ctx, ins, 0); err != nil {
+		return err
+	}
+	empty, err := claimLatency(ctx, ins, exec, claims)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# retained: inserting %d finished jobs into %s_leasehold.leasehold_job (untimed)\n", o.retained, o.schemaPrefix)
+	if err := env.exec(ctx,
+		"TRUNCATE leasehold_job, leasehold_attempt",
+		fmt.Sprintf(`INSERT INTO leasehold_job (kind, queue, state, args, max_attempts, attempt, lease_token,
+			lease_owner, leased_at, lease_until, finalized_at)
+		SELECT 'retained', 'default', 'completed', '{}', 25, 1, 1, 'bench', now(), now(), now()
+		FROM generate_series(1, %d)`, o.retained),
+		"VACUUM ANALYZE leasehold_job"); err != nil {
+		return err
+	}
+	defer env.exec(context.WithoutCancel(ctx), "TRUNCATE leasehold_job, leasehold_attempt") //nolint:errcheck // best effort
+	resets := []string{"DELETE FROM leasehold_job WHERE kind <> 'retained'", "TRUNCATE leasehold_attempt", "VACUUM leasehold_job"}
+	label := fmt.Sprintf("leasehold+%s", humanCount(o.retained))
+	h := newHooks()
+	e, err := newLeaseholdEngine(label, postgres.New(env.leasehold), leasehold.Config{}, h, poolExec(env.leasehold), resets, "ANALYZE leasehold_job")
+	if err != nil {
+		return err
+	}
+	if err := prepareBacklog(ctx, e, 0); err != nil {
+		return err
+	}
+	full, err := claimLatency(ctx, e, exec, claims)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# claim statement latency: %d claims of up to 10 jobs from a backlog of %d, by JobClaim directly\n", claims, claims*10)
+	printLatency(out, "claim", []*latencyResult{
+		{engine: "leasehold", p50: []float64{empty[0]}, p90: []float64{empty[1]}, p99: []float64{empty[2]}},
+		{engine: label, p50: []float64{full[0]}, p90: []float64{full[1]}, p99: []float64{full[2]}},
+	})
+	for _, rate := range o.rates {
+		res := &latencyResult{engine: label}
+		for range rounds {
+			p, err := latencyRound(ctx, e, h, rate, dur)
+			if err != nil {
+				return fmt.Errorf("%s at %d/s: %w", label, rate, err)
+			}
+			res.add(p)
+		}
+		fmt.Fprintf(out, "# latency with %d finished jobs retained, %d jobs/s for %s, %d rounds\n", o.retained, rate, dur, rounds)
+		printLatency(out, fmt.Sprintf("latency@%d/s", rate), []*latencyResult{res})
+	}
+	return nil
+}
+
+// claimLatency inserts claims*10 jobs through e and times claims claims of
+// up to 10 jobs each, finishing each batch untimed.
+func claimLatency(ctx context.Context, e engine, exec driver.Executor, claims int) ([3]float64, error) {
+	if err := e.insert(ctx, claims*10); err != nil {
+		return [3]float64{}, err
+	}
+	if err := e.analyze(ctx); err != nil {
+		return [3]float64{}, err
+	}
+	times := make([]time.Duration, 0, claims)
+	for range claims {
+		start := time.Now()
+		rows, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Max: 10, Owner: "bench", DefaultLeaseTTL: 30 * time.Second})
+		times = append(times, time.Since(start))
+		if err != nil {
+			return [3]float64{}, fmt.Errorf("claim: %w", err)
+		}
+		items := make([]*driver.JobFinish, len(rows))
+		for i, r := range rows {
+			items[i] = &driver.JobFinish{ID: r.ID, Token: r.LeaseToken, State: "completed", Outcome: "completed"}
+		}
+		if _, err := exec.JobFinish(ctx, &driver.JobFinishParams{Items: items}); err != nil {
+			return [3]float64{}, fmt.Errorf("finish: %w", err)
+		}
+	}
+	return percentiles(times), nil
+}
+
+func humanCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// exec runs statements on the leasehold pool in order.
+func (env *pgEnv) exec(ctx context.Context, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := env.leasehold.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%.40s...: %w", strings.TrimSpace(q), err)
+		}
+	}
+	return nil
+}
