@@ -1,0 +1,161 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// querier is what the executor's methods run statements on: the pool or a
+// transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// maxTxAttempts bounds the retries of a write the driver runs in its own
+// transaction when InnoDB rolls it back as a deadlock victim.
+const maxTxAttempts = 5
+
+// executor implements driver.Executor on a querier.
+type executor struct {
+	d *Driver
+	// q is the pool or a transaction.
+	q querier
+	// onPool is set when q is the pool: each write of several statements then
+	// runs in its own transaction. Otherwise it runs under a savepoint in q.
+	onPool bool
+	// tx is the state of the transaction the driver started for q, nil on
+	// the pool and in a user's transaction.
+	tx *txState
+}
+
+var _ driver.Executor = (*executor)(nil)
+
+// open returns driver.ErrClosed once the executor's transaction, or one it is
+// nested in, has ended.
+func (e *executor) open() error {
+	for t := e.tx; t != nil; t = t.parent {
+		if t.isDone() {
+			return driver.ErrClosed
+		}
+	}
+	return nil
+}
+
+// read returns the querier for a statement that needs no transaction of its
+// own (a read, or a write of one statement), or driver.ErrClosed.
+func (e *executor) read() (querier, error) {
+	if err := e.open(); err != nil {
+		return nil, err
+	}
+	return e.q, nil
+}
+
+// beginPool starts one of the driver's own transactions on the pool. READ
+// COMMITTED keeps locking reads from taking gap locks, which would hold up
+// inserts into a queue while a claim is in flight.
+func (d *Driver) beginPool(ctx context.Context) (*sql.Tx, error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", translate(err))
+	}
+	return tx, nil
+}
+
+// write runs fn atomically: on the pool in a transaction of its own, retried
+// when InnoDB rolls it back as a deadlock victim; in a transaction under a
+// savepoint. fn must not keep q, and may run more than once.
+func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	if !e.onPool {
+		return e.d.withSavepoint(ctx, e.q, fn)
+	}
+	for attempt := 1; ; attempt++ {
+		tx, err := e.d.beginPool(ctx)
+		if err != nil {
+			return err
+		}
+		err = fn(tx)
+		if err == nil {
+			if err = tx.Commit(); err == nil {
+				return nil
+			}
+			err = fmt.Errorf("commit: %w", translate(err))
+		} else {
+			tx.Rollback() //nolint:errcheck // fn's error is the one to report
+		}
+		if !isDeadlock(err) || attempt == maxTxAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// Exec runs sql, which may hold several statements separated by semicolons
+// (with multiStatements=true in the DSN).
+func (e *executor) Exec(ctx context.Context, sql string) error {
+	q, err := e.read()
+	if err != nil {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, sql); err != nil {
+		return fmt.Errorf("exec: %w", translate(err))
+	}
+	return nil
+}
+
+// Now returns the database clock.
+func (e *executor) Now(ctx context.Context) (time.Time, error) {
+	q, err := e.read()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var now dbTime
+	if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", translate(err))
+	}
+	return now.Time, nil
+}
+
+// MySQL error numbers the driver acts on.
+const (
+	errDupEntry     = 1062
+	errLockDeadlock = 1213
+)
+
+// isDeadlock reports whether err is InnoDB choosing this transaction as a
+// deadlock victim (it has rolled the whole transaction back).
+func isDeadlock(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == errLockDeadlock
+}
+
+// isDuplicate reports whether err is a unique index violation.
+func isDuplicate(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == errDupEntry
+}
+
+// translate maps database/sql errors to the driver's sentinels at the
+// backend boundary; other errors pass through unchanged.
+func translate(err error) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return driver.ErrNotFound
+	case errors.Is(err, sql.ErrTxDone):
+		return driver.ErrClosed
+	}
+	return err
+}
+
+// isNoRows reports whether err is database/sql's no-rows error.
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

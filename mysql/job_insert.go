@@ -1,0 +1,193 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// maxInsertRounds bounds the retries of one job's insert. A round is retried
+// only when the job holding its unique key finished between the insert and
+// the lookup, so more than a couple of rounds means something is wrong.
+const maxInsertRounds = 16
+
+// fastBatchRows bounds the rows of one multi-row INSERT in JobInsertFast, and
+// fastBatchBytes their args and metadata, to stay well under the server's
+// max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL 8 by default).
+const (
+	fastBatchRows  = 500
+	fastBatchBytes = 4 << 20
+)
+
+// errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
+var errFastUniqueKey = errors.New("leasehold/mysql: JobInsertFast does not take jobs with a unique key; use JobInsertMany")
+
+// JobInsertMany inserts jobs in one transaction and returns them in input
+// order. MySQL has no INSERT ... RETURNING and gives a multi-row insert no
+// reliable per-row IDs (innodb_autoinc_lock_mode=2 interleaves them), so each
+// job is one INSERT, its ID from the insert, and the rows are read back in
+// one SELECT at the end. A job whose unique key an unfinished job holds fails
+// on the unique index of unique_key_active (a statement-level error; the
+// transaction goes on) and the holder is returned instead, also for a key
+// repeated within params.
+func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
+	if len(params) == 0 {
+		return []*driver.JobInsertResult{}, nil
+	}
+	var out []*driver.JobInsertResult
+	err := e.write(ctx, func(q querier) error {
+		out = make([]*driver.JobInsertResult, len(params))
+		var ids []int64
+		for i, p := range params {
+			id, existing, err := insertOne(ctx, q, p)
+			if err != nil {
+				return err
+			}
+			if existing != nil {
+				out[i] = &driver.JobInsertResult{Job: existing, UniqueSkipped: true}
+				continue
+			}
+			ids = append(ids, id)
+			out[i] = &driver.JobInsertResult{Job: &leasetype.JobRow{ID: id}}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		jobs, err := jobsByID(ctx, q, ids)
+		if err != nil {
+			return fmt.Errorf("read inserted jobs: %w", err)
+		}
+		for _, r := range out {
+			if r.UniqueSkipped {
+				continue
+			}
+			job, ok := jobs[r.Job.ID]
+			if !ok {
+				return fmt.Errorf("read inserted jobs: job %d missing", r.Job.ID)
+			}
+			r.Job = job
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	return out, nil
+}
+
+// insertOne inserts one job and returns its ID, or the unfinished job that
+// holds its unique key.
+func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64, *leasetype.JobRow, error) {
+	for round := 0; round < maxInsertRounds; round++ {
+		res, err := q.ExecContext(ctx, queryJobInsert,
+			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
+			string(p.EncodedArgs), metadataOrEmpty(p.Metadata), nullString(p.UniqueKey),
+			p.MaxAttempts, leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
+		if err == nil {
+			id, err := res.LastInsertId()
+			return id, nil, err
+		}
+		if !isDuplicate(err) || p.UniqueKey == "" {
+			return 0, nil, err
+		}
+		existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetUnfinishedByKey, p.UniqueKey))
+		if err == nil {
+			return 0, existing, nil
+		}
+		if !isNoRows(err) {
+			return 0, nil, fmt.Errorf("read job with unique key %q: %w", p.UniqueKey, err)
+		}
+		// The holder finished in between: the key is free again.
+	}
+	return 0, nil, fmt.Errorf("unique key %q still contended after %d rounds", p.UniqueKey, maxInsertRounds)
+}
+
+// JobInsertFast inserts jobs with multi-row INSERTs in one transaction and
+// returns the count. It refuses jobs with unique keys.
+func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
+	for _, p := range params {
+		if p.UniqueKey != "" {
+			return 0, errFastUniqueKey
+		}
+	}
+	if len(params) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := e.write(ctx, func(q querier) error {
+		n = 0
+		for start := 0; start < len(params); {
+			var (
+				b     strings.Builder
+				args  []any
+				bytes int
+				end   = start
+			)
+			b.WriteString(queryJobInsertFast)
+			for end < len(params) && end-start < fastBatchRows && (end == start || bytes < fastBatchBytes) {
+				p := params[end]
+				if end > start {
+					b.WriteString(", ")
+				}
+				b.WriteString(jobInsertFastRow)
+				args = append(args, p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
+					string(p.EncodedArgs), metadataOrEmpty(p.Metadata), p.MaxAttempts,
+					leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
+				bytes += len(p.EncodedArgs) + len(p.Metadata)
+				end++
+			}
+			res, err := q.ExecContext(ctx, b.String(), args...)
+			if err != nil {
+				return err
+			}
+			rows, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += rows
+			start = end
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("insert jobs: %w", err)
+	}
+	return int(n), nil
+}
+
+// jobsByID reads the jobs with the given IDs, by ID.
+func jobsByID(ctx context.Context, q querier, ids []int64) (map[int64]*leasetype.JobRow, error) {
+	rows, err := q.QueryContext(ctx, queryJobsByIDs+placeholders(len(ids))+")", idArgs(ids)...)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]*leasetype.JobRow, len(jobs))
+	for _, j := range jobs {
+		out[j.ID] = j
+	}
+	return out, nil
+}
+
+// priorityOrDefault maps the zero priority to the column default, 1.
+func priorityOrDefault(p int) int {
+	if p == 0 {
+		return 1
+	}
+	return p
+}
+
+// metadataOrEmpty stores missing metadata as an empty JSON object.
+func metadataOrEmpty(b []byte) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS leasehold_attempt;
+DROP TABLE IF EXISTS leasehold_job;

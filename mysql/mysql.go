@@ -1,0 +1,116 @@
+// Package mysql is the leasehold backend for MySQL 8 and MariaDB 10.6 or
+// newer, on database/sql with github.com/go-sql-driver/mysql.
+//
+// Neither server has UPDATE ... RETURNING (MariaDB only from 11), so every
+// lease-bearing write is a short transaction: a locking read (SELECT ... FOR
+// UPDATE, with SKIP LOCKED for claims and expiries) that applies the whole
+// condition — fencing token, state running, lease unexpired on the database
+// clock — and locks the rows it returns, then the UPDATE of exactly those
+// rows, then the attempt rows or the read-back. No other transaction can
+// change a locked row in between, so the condition still holds when the row
+// is written: the write is as conditional as Postgres's single statement.
+// Concurrent claimers skip each other's locked rows instead of waiting.
+//
+// All lease arithmetic runs on the database clock, UTC_TIMESTAMP(6), whatever
+// the session time zone; times are DATETIME(6) columns holding UTC. The
+// driver reads and writes them itself, so it does not depend on the DSN's
+// parseTime or loc.
+//
+// MySQL and MariaDB cannot push notifications, so the driver does not
+// implement driver.Notifier: clients poll (Config.PollInterval) and wake
+// themselves after inserting in process.
+//
+// # What the server and the connection need
+//
+//   - MySQL 8.0.16 or newer, or MariaDB 10.6 or newer: SKIP LOCKED, JSON_TABLE
+//     and enforced CHECK constraints. The tables use InnoDB.
+//   - multiStatements=true in the DSN, for Exec and the migrations, which
+//     hold several statements. DSN and Open set it, with interpolateParams=true,
+//     which sends each statement in one round trip instead of three.
+//   - Binary logging, if it is on, in ROW (or MIXED) format: statements with
+//     SKIP LOCKED or LIMIT are unsafe for statement-based replication, and
+//     MariaDB and MySQL log a warning for each one (or refuse them) under
+//     binlog_format=STATEMENT.
+//   - Any isolation level the server defaults to: the driver starts its own
+//     transactions as READ COMMITTED, so a claim takes no gap locks that would
+//     hold up inserts; users' transactions keep their own level.
+//   - DDL is not transactional in MySQL or MariaDB: a migration that fails
+//     half way leaves the statements before the failure applied.
+//
+// Deadlocks are retried: a write the driver runs in its own transaction is
+// retried a few times when InnoDB picks it as a deadlock victim. Inside a
+// user's transaction the error is returned, since InnoDB has rolled the
+// whole transaction back.
+package mysql
+
+import (
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var _ driver.Driver[*sql.Tx] = (*Driver)(nil)
+
+// Driver is the MySQL and MariaDB backend. Its transaction type is *sql.Tx.
+// Create it with New or Open; it is safe for concurrent use.
+type Driver struct {
+	db         *sql.DB
+	migrations []driver.Migration
+	// savepoints numbers savepoint names: MySQL replaces a savepoint of the
+	// same name instead of nesting it.
+	savepoints atomic.Uint64
+}
+
+// New returns a driver on db, a database opened with the driver name "mysql"
+// (github.com/go-sql-driver/mysql) and a DSN with multiStatements=true; see
+// DSN for the recommended settings.
+func New(db *sql.DB) *Driver {
+	return &Driver{db: db, migrations: mustMigrations()}
+}
+
+// mustMigrations parses the embedded migration files. They are fixed at
+// compile time, so a parse error is a broken build, not a runtime condition.
+func mustMigrations() []driver.Migration {
+	sub, err := fs.Sub(migrationFS, "migrations")
+	if err != nil {
+		panic(fmt.Sprintf("mysql: open embedded migrations: %v", err))
+	}
+	ms, err := driver.MigrationsFromFS(sub)
+	if err != nil {
+		panic(fmt.Sprintf("mysql: parse embedded migrations: %v", err))
+	}
+	return ms
+}
+
+// Name returns "mysql".
+func (d *Driver) Name() string { return "mysql" }
+
+// DB returns the database the driver runs on.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+// GetExecutor returns an executor on the database pool. Its write methods of
+// several statements each run in their own transaction.
+func (d *Driver) GetExecutor() driver.Executor {
+	return &executor{d: d, q: d.db, onPool: true}
+}
+
+// UnwrapExecutor returns an executor that runs inside tx. It never commits or
+// rolls tx back; a write method of several statements runs inside a savepoint
+// so that it is atomic within tx.
+func (d *Driver) UnwrapExecutor(tx *sql.Tx) driver.Executor {
+	return &executor{d: d, q: tx}
+}
+
+// Migrations returns the schema migrations in version order.
+func (d *Driver) Migrations() []driver.Migration {
+	out := make([]driver.Migration, len(d.migrations))
+	copy(out, d.migrations)
+	return out
+}

@@ -1,0 +1,186 @@
+package mysql
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// timeLayout is how DATETIME(6) values travel as text.
+const timeLayout = "2006-01-02 15:04:05.999999"
+
+// dbTime scans a DATETIME(6) column holding UTC. It accepts the value as text
+// (parseTime=false) or as a time.Time in whatever location the DSN's loc
+// names (parseTime=true), reading the wall clock as UTC either way, so the
+// driver works on any *sql.DB.
+type dbTime struct {
+	Time  time.Time
+	Valid bool
+}
+
+// Scan implements sql.Scanner.
+func (t *dbTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*t = dbTime{}
+		return nil
+	case time.Time:
+		*t = dbTime{Time: time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC), Valid: true}
+		return nil
+	case []byte:
+		return t.parse(string(v))
+	case string:
+		return t.parse(v)
+	}
+	return fmt.Errorf("scan time: unsupported type %T", src)
+}
+
+func (t *dbTime) parse(s string) error {
+	v, err := time.ParseInLocation(timeLayout, s, time.UTC)
+	if err != nil {
+		return fmt.Errorf("scan time: %w", err)
+	}
+	*t = dbTime{Time: v, Valid: true}
+	return nil
+}
+
+// ptr returns the time, or nil when NULL.
+func (t dbTime) ptr() *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	v := t.Time
+	return &v
+}
+
+// timeArg is the statement argument for a time: UTC text that the SQL casts
+// with CAST(? AS DATETIME(6)); nil stays NULL.
+func timeArg(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000000")
+}
+
+// jobColumns are the job columns in the order scanJob reads them.
+const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key,
+	attempt, max_attempts, errors, expiries, last_error,
+	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
+	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at`
+
+// attemptColumns are the attempt columns in the order scanAttempt reads them.
+const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
+	last_heartbeat_at, heartbeats, finished_at, outcome, error`
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads a row selected with jobColumns.
+func scanJob(s rowScanner) (*leasetype.JobRow, error) {
+	var (
+		j                                   leasetype.JobRow
+		uniqueKey, lastError, leaseOwner    sql.NullString
+		leasedAt, leaseUntil, heartbeatAt   dbTime
+		scheduledAt, createdAt, finalizedAt dbTime
+		ttlMS                               sql.NullInt64
+		state, expiryPolicy                 string
+		args, metadata                      []byte
+	)
+	err := s.Scan(
+		&j.ID, &j.Kind, &j.Queue, &state, &j.Priority, &args, &metadata, &uniqueKey,
+		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
+		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
+		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
+	)
+	if err != nil {
+		return nil, err
+	}
+	j.State = leasetype.JobState(state)
+	j.EncodedArgs = args
+	j.Metadata = metadata
+	j.UniqueKey = uniqueKey.String
+	j.LastError = lastError.String
+	j.LeaseOwner = leaseOwner.String
+	j.LeasedAt = leasedAt.ptr()
+	j.LeaseUntil = leaseUntil.ptr()
+	j.HeartbeatAt = heartbeatAt.ptr()
+	if ttlMS.Valid {
+		j.LeaseTTL = time.Duration(ttlMS.Int64) * time.Millisecond
+	}
+	j.ExpiryPolicy = leasetype.ExpiryPolicy(expiryPolicy)
+	j.ScheduledAt = scheduledAt.Time
+	j.CreatedAt = createdAt.Time
+	j.FinalizedAt = finalizedAt.ptr()
+	return &j, nil
+}
+
+// scanJobs reads every row of rows and closes it.
+func scanJobs(rows *sql.Rows) ([]*leasetype.JobRow, error) {
+	defer rows.Close()
+	out := []*leasetype.JobRow{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// scanAttempt reads a row selected with attemptColumns.
+func scanAttempt(s rowScanner) (*leasetype.AttemptRow, error) {
+	var (
+		a                                    leasetype.AttemptRow
+		leasedAt, until, finishedAt, heartAt dbTime
+		outcome                              string
+		errText                              sql.NullString
+	)
+	err := s.Scan(&a.JobID, &a.Attempt, &a.Token, &a.Owner, &leasedAt, &until,
+		&heartAt, &a.Heartbeats, &finishedAt, &outcome, &errText)
+	if err != nil {
+		return nil, err
+	}
+	a.LeasedAt = leasedAt.Time
+	a.LeaseUntil = until.Time
+	a.LastHeartbeatAt = heartAt.ptr()
+	a.FinishedAt = finishedAt.Time
+	a.Outcome = leasetype.AttemptOutcome(outcome)
+	a.Error = errText.String
+	return &a, nil
+}
+
+// scanIDs reads a column of IDs and closes rows.
+func scanIDs(rows *sql.Rows) ([]int64, error) {
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// leaseTTLArg is the lease_ttl_ms value for a per-job TTL: whole
+// milliseconds rounded up, so a positive TTL never becomes zero; NULL for zero.
+func leaseTTLArg(d time.Duration) any {
+	if d <= 0 {
+		return nil
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

@@ -1,0 +1,143 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// savepointName returns a savepoint name not used before by d: MySQL
+// replaces a savepoint of the same name rather than nesting a new one.
+func (d *Driver) savepointName() string {
+	return "leasehold_sp_" + strconv.FormatUint(d.savepoints.Add(1), 10)
+}
+
+// withSavepoint runs fn under a new savepoint on q, which is inside a
+// transaction, rolling back to it when fn fails.
+func (d *Driver) withSavepoint(ctx context.Context, q querier, fn func(q querier) error) error {
+	name := d.savepointName()
+	if _, err := q.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("begin savepoint: %w", translate(err))
+	}
+	if err := fn(q); err != nil {
+		rollbackTo(ctx, q, name) //nolint:errcheck // fn's error is the one to report
+		return err
+	}
+	if _, err := q.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("release savepoint: %w", translate(err))
+	}
+	return nil
+}
+
+// rollbackTo undoes the savepoint name and ends it, even when ctx is done.
+func rollbackTo(ctx context.Context, q querier, name string) error {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := q.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("roll back to savepoint: %w", translate(err))
+	}
+	if _, err := q.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("release savepoint: %w", translate(err))
+	}
+	return nil
+}
+
+// txState tracks a transaction the driver started.
+type txState struct {
+	parent *txState
+	mu     sync.Mutex
+	done   bool
+	end    func(ctx context.Context, commit bool) error
+}
+
+func (t *txState) isDone() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done
+}
+
+// txExecutor is an executor in a transaction the driver started: a
+// transaction on the pool, or a savepoint inside a transaction.
+type txExecutor struct {
+	executor
+}
+
+var _ driver.ExecutorTx = (*txExecutor)(nil)
+
+// Begin starts a transaction: on the pool a READ COMMITTED transaction (it
+// rolls back if ctx ends first, as with database/sql), inside a transaction a
+// savepoint.
+func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
+	if err := e.open(); err != nil {
+		return nil, err
+	}
+	if !e.onPool {
+		name := e.d.savepointName()
+		if _, err := e.q.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+			return nil, fmt.Errorf("begin savepoint: %w", translate(err))
+		}
+		q := e.q
+		st := &txState{parent: e.tx, end: func(ctx context.Context, commit bool) error {
+			if !commit {
+				return rollbackTo(ctx, q, name)
+			}
+			if _, err := q.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+				return fmt.Errorf("release savepoint: %w", translate(err))
+			}
+			return nil
+		}}
+		return &txExecutor{executor{d: e.d, q: q, tx: st}}, nil
+	}
+	tx, err := e.d.beginPool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &txState{end: func(_ context.Context, commit bool) error {
+		if commit {
+			if err := tx.Commit(); err != nil {
+				return fmt.Errorf("commit: %w", translate(err))
+			}
+			return nil
+		}
+		if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			return fmt.Errorf("roll back: %w", err)
+		}
+		return nil
+	}}
+	return &txExecutor{executor{d: e.d, q: tx, tx: st}}, nil
+}
+
+// Commit commits the transaction, or releases the savepoint.
+func (t *txExecutor) Commit(ctx context.Context) error {
+	if t.tx.parent != nil {
+		if err := (&executor{tx: t.tx.parent}).open(); err != nil {
+			return err
+		}
+	}
+	t.tx.mu.Lock()
+	defer t.tx.mu.Unlock()
+	if t.tx.done {
+		return driver.ErrClosed
+	}
+	t.tx.done = true
+	return t.tx.end(ctx, true)
+}
+
+// Rollback rolls the transaction back; after Commit or Rollback it does
+// nothing.
+func (t *txExecutor) Rollback(ctx context.Context) error {
+	t.tx.mu.Lock()
+	defer t.tx.mu.Unlock()
+	if t.tx.done {
+		return nil
+	}
+	t.tx.done = true
+	if t.tx.parent != nil && t.tx.parent.isDone() {
+		return nil // the parent's end already undid it
+	}
+	return t.tx.end(ctx, false)
+}
