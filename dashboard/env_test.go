@@ -2,23 +2,21 @@ package dashboard_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/pgtest"
+
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/dashboard"
@@ -70,55 +68,13 @@ func newSQLite(t *testing.T) driver.Driver[*sql.Tx] {
 	return d
 }
 
-func postgresURL() string {
-	if u := os.Getenv("LEASEHOLD_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 // newPostgres returns a driver on a fresh, migrated schema, dropped when the
 // test ends. It fails the test, never skips it, when the server cannot be
 // reached.
 func newPostgres(t *testing.T) driver.Driver[pgx.Tx] {
 	t.Helper()
 	ctx := context.Background()
-	u := postgresURL()
-	admin, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatalf("connect to the test Postgres at %s (set LEASEHOLD_TEST_POSTGRES_URL to change it): %v", u, err)
-	}
-	defer admin.Close(ctx)
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	schema := "lhdash_" + hex.EncodeToString(suffix)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatalf("parse %s: %v", u, err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, u)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	pool := pgtest.Pool(t, "lhdash_", 4)
 	d := postgres.New(pool)
 	if _, err := migrate.New(d).Up(ctx); err != nil {
 		t.Fatalf("migrate up: %v", err)

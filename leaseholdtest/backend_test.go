@@ -2,17 +2,15 @@ package leaseholdtest_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -86,56 +84,11 @@ func postgresBackend() backend[pgx.Tx] {
 	}
 }
 
-func postgresURL() string {
-	if u := os.Getenv("LEASEHOLD_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-// newSchemaPool creates a fresh schema, dropped when the test ends, and
-// returns a pool whose connections use it. It fails the test, never skips
-// it, when the server cannot be reached.
+// newSchemaPool returns a pool on a fresh schema, dropped when the test
+// ends; it fails the test, never skips it, when the server cannot be reached.
 func newSchemaPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	url := postgresURL()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect to the test Postgres at %s (set LEASEHOLD_TEST_POSTGRES_URL to change it): %v", url, err)
-	}
-	defer admin.Close(ctx)
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	schema := "lhtest_" + hex.EncodeToString(suffix)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return pool
+	return pgtest.Pool(t, "lhtest_", 8)
 }
 
 // newInserter returns an insert-only client on d.

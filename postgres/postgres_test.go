@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,47 +36,7 @@ func testURL() string {
 // skips it, when the server cannot be reached.
 func newSchemaPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := t.Context()
-	url := testURL()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect to the test Postgres at %s (set LEASEHOLD_TEST_POSTGRES_URL to change it): %v", url, err)
-	}
-	defer admin.Close(context.Background())
-
-	suffix := make([]byte, 6)
-	rand.Read(suffix)
-	schema := "lh_" + hex.EncodeToString(suffix)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 12
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		// t.Context() has ended by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return pool
+	return pgtest.Pool(t, "lh_", 12)
 }
 
 // newTestDriver returns a driver on a fresh, migrated schema.

@@ -3,17 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/leasehold/leasehold/internal/pgtest"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/dburl"
@@ -141,51 +138,12 @@ func openBackend(t *testing.T, name, url string) *backend {
 	return &backend{name: name, url: url, db: db}
 }
 
-func postgresURL() string {
-	if u := os.Getenv("LEASEHOLD_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultTestPostgresURL
-}
-
-// newPostgresBackend creates a schema dropped when the test ends and
-// returns a URL whose search_path selects it: pgx passes URL parameters it
-// does not know to the server as run-time parameters. It fails the test,
-// never skips it, when the server cannot be reached.
+// newPostgresBackend returns a backend on a fresh schema, dropped when the
+// test ends, selected by search_path in the URL. It fails the test, never
+// skips it, when the server cannot be reached.
 func newPostgresBackend(t *testing.T) *backend {
 	t.Helper()
-	ctx := context.Background()
-	base := postgresURL()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to the test Postgres at %s (set LEASEHOLD_TEST_POSTGRES_URL to change it): %v", base, err)
-	}
-	defer admin.Close(ctx)
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	schema := "lhcli_" + hex.EncodeToString(suffix)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	b := openBackend(t, "postgres", base+sep+"search_path="+schema+"&pool_max_conns=4")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return b
+	return openBackend(t, "postgres", pgtest.SchemaURL(t, "lhcli_", "pool_max_conns=4"))
 }
 
 // migrated returns a backend with the schema applied through the CLI.

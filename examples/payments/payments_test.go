@@ -175,7 +175,10 @@ func testReconcileStuck[TTx any](declined bool) func(t *testing.T, e *env[TTx]) 
 		if err := payments.AddWorkers(ws, w, rec); err != nil {
 			t.Fatal(err)
 		}
-		paused := e.client(pausedDriver[TTx]{e.d}, ws, 300*time.Millisecond)
+		// The lease must outlive the worker's way to the PSP (an HTTP call,
+		// slow under the race detector on a loaded machine): the test needs
+		// pay_after charged before its lease lapses.
+		paused := e.client(pausedDriver[TTx]{e.d}, ws, time.Second)
 		t.Cleanup(func() {
 			select {
 			case <-release:
