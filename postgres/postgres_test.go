@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -21,15 +20,6 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 	"github.com/leasehold/leasehold/migrate"
 )
-
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-func testURL() string {
-	if u := os.Getenv("LEASEHOLD_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultTestURL
-}
 
 // newSchemaPool creates a fresh, empty schema, dropped when the test ends,
 // and returns a pool whose connections use it. It fails the test, never
