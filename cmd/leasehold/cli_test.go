@@ -18,7 +18,6 @@ import (
 )
 
 // defaultTestPostgresURL is used when LEASEHOLD_TEST_POSTGRES_URL is not set.
-const defaultTestPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // result is one in-process run of the command tree.
 type result struct {
