@@ -17,7 +17,6 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// defaultTestPostgresURL is used when LEASEHOLD_TEST_POSTGRES_URL is not set.
 
 // result is one in-process run of the command tree.
 type result struct {
