@@ -17,7 +17,6 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-
 // result is one in-process run of the command tree.
 type result struct {
 	out, errOut string
