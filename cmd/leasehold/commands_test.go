@@ -391,8 +391,13 @@ func TestUnreachableDatabase(t *testing.T) {
 	if strings.Contains(r.err.Error(), "secret") || strings.Contains(r.err.Error(), "\n") {
 		t.Fatalf("error %q: want one line without the password", r.err)
 	}
-	b.url = "mysql://root@localhost/db"
-	b.fails(t, `unsupported scheme "mysql"`, "stats")
+	b.url = "mysql://u:secret@127.0.0.1:1/db?timeout=2s"
+	r = b.fails(t, "cannot reach MySQL at", "jobs", "list")
+	if strings.Contains(r.err.Error(), "secret") || strings.Contains(r.err.Error(), "\n") {
+		t.Fatalf("error %q: want one line without the password", r.err)
+	}
+	b.url = "sqlserver://sa@localhost/db"
+	b.fails(t, `unsupported scheme "sqlserver"`, "stats")
 }
 
 func TestHelp(t *testing.T) {

@@ -39,7 +39,8 @@ At the end every payment is checked against the PSP's own ledger.
 
 Without --database-url (or LEASEHOLD_DATABASE_URL) the demo uses a fresh SQLite
 file in a temporary directory, removed afterwards. With one, it runs there
-(Postgres or SQLite) and leaves its payments and jobs for you to inspect.
+(Postgres, MySQL/MariaDB or SQLite) and leaves its payments and jobs for you to
+inspect.
 
 It exits non-zero if any payment is lost, charged twice, or still pending
 when --timeout ends.`,
@@ -168,6 +169,8 @@ func runOn(ctx context.Context, db *dburl.DB, cfg demo.Config) (*demo.Summary, e
 	switch db.URL.Backend {
 	case dburl.SQLite:
 		return demo.Run[*sql.Tx](ctx, db.SQLite, payments.NewSQLiteStore(db.SQLiteDB), cfg)
+	case dburl.MySQL:
+		return demo.Run[*sql.Tx](ctx, db.MySQL, payments.NewMySQLStore(db.MySQLDB), cfg)
 	default:
 		return demo.Run[pgx.Tx](ctx, db.Postgres, payments.NewPostgresStore(db.Postgres.Pool()), cfg)
 	}

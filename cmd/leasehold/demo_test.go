@@ -75,9 +75,9 @@ func TestDemoFailsOnTimeout(t *testing.T) {
 
 func TestBadDatabaseURL(t *testing.T) {
 	t.Setenv(databaseURLEnv, "")
-	_, err := runCLI(t, "demo", "--database-url", "mysql://root@localhost/db")
-	if err == nil || !strings.Contains(err.Error(), `unsupported scheme "mysql"`) {
-		t.Fatalf("demo on mysql:// = %v, want an unsupported-scheme error", err)
+	_, err := runCLI(t, "demo", "--database-url", "sqlserver://sa@localhost/db")
+	if err == nil || !strings.Contains(err.Error(), `unsupported scheme "sqlserver"`) {
+		t.Fatalf("demo on sqlserver:// = %v, want an unsupported-scheme error", err)
 	}
 }
 

@@ -38,8 +38,9 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "leasehold",
 		Short: "Leasehold: a Go job queue in your SQL database, with leases and fencing tokens",
-		Long: `Leasehold keeps jobs in your application's own SQL database (Postgres or SQLite)
-and gives each to one worker at a time through a lease with a fencing token.
+		Long: `Leasehold keeps jobs in your application's own SQL database (Postgres,
+MySQL/MariaDB or SQLite) and gives each to one worker at a time through a lease
+with a fencing token.
 
 Start with the demo, which runs the payments reference system under injected
 faults and checks that no payment is lost or charged twice:
@@ -48,7 +49,7 @@ faults and checks that no payment is lost or charged twice:
 		SilenceUsage: true,
 	}
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", defaultDatabaseURL,
-		"database URL: postgres://..., postgresql://... or sqlite:FILE (env "+databaseURLEnv+")")
+		"database URL: postgres://..., postgresql://..., mysql://... or sqlite:FILE (env "+databaseURLEnv+")")
 	root.AddCommand(newDemoCmd(g), newVersionCmd(),
 		newMigrateCmd(g), newEnqueueCmd(g), newJobsCmd(g), newStuckCmd(g), newQueuesCmd(g), newStatsCmd(g), newServeCmd(g))
 	return root

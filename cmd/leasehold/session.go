@@ -92,6 +92,13 @@ func (g *globalOptions) open(cmd *cobra.Command, o openOptions) (*session, error
 			return nil, err
 		}
 		s.client, s.migrator = c, migrate.New(db.SQLite)
+	case dburl.MySQL:
+		c, err := leasehold.NewClient(db.MySQL, nil)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		s.client, s.migrator = c, migrate.New(db.MySQL)
 	default:
 		c, err := leasehold.NewClient(db.Postgres, nil)
 		if err != nil {
@@ -114,7 +121,8 @@ func (s *session) explain(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	missing := errors.As(err, &pgErr) && pgErr.Code == "42P01" ||
-		strings.Contains(err.Error(), "no such table")
+		strings.Contains(err.Error(), "no such table") ||
+		strings.Contains(err.Error(), "Error 1146 ") // MySQL and MariaDB
 	if missing {
 		return fmt.Errorf("the leasehold tables are missing in %s: run `leasehold migrate up` first (%v)", s.db.URL, err)
 	}

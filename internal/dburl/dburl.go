@@ -4,10 +4,16 @@
 //	sqlite:leasehold.db            a file, relative to the working directory
 //	sqlite:///var/lib/app/jobs.db  an absolute path
 //	postgres://user:pass@host:5432/db?sslmode=disable  (or postgresql://)
+//	mysql://user:pass@host:3306/db  MySQL 8 or MariaDB 10.6+ (or mariadb://)
 //
 // Postgres URL parameters that pgx does not know itself are sent to the
 // server as run-time parameters: ?search_path=jobs keeps the leasehold
 // tables in schema jobs (it must exist). pool_max_conns sizes the pool.
+//
+// MySQL URL parameters go to github.com/go-sql-driver/mysql as DSN
+// parameters (?tls=true, ?timeout=5s), except pool_max_conns, which sizes
+// the pool (32 by default); the backend adds the settings it needs (see
+// mysql.DSN).
 //
 // Errors are one line and say what to fix; passwords never appear in them.
 package dburl
@@ -17,12 +23,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/mysql"
 	"github.com/leasehold/leasehold/postgres"
 	"github.com/leasehold/leasehold/sqlite"
 )
@@ -34,6 +45,7 @@ type Backend string
 const (
 	SQLite   Backend = "sqlite"
 	Postgres Backend = "postgres"
+	MySQL    Backend = "mysql"
 )
 
 // minPoolConns is the least pool size Open gives Postgres when the URL does
@@ -47,8 +59,12 @@ var ErrBadURL = errors.New("dburl: bad database URL")
 type URL struct {
 	// Backend is the database it names.
 	Backend Backend
-	// Path is the SQLite file; empty for Postgres.
+	// Path is the SQLite file; empty for the others.
 	Path string
+	// dsn is the go-sql-driver/mysql DSN of a MySQL URL, and maxConns its
+	// pool size.
+	dsn      string
+	maxConns int
 	// raw is the URL as given.
 	raw string
 }
@@ -58,7 +74,7 @@ func Parse(raw string) (*URL, error) {
 	raw = strings.TrimSpace(raw)
 	scheme, rest, ok := strings.Cut(raw, ":")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("%w: %q has no scheme (want postgres://, postgresql:// or sqlite:)", ErrBadURL, raw)
+		return nil, fmt.Errorf("%w: %q has no scheme (want postgres://, postgresql://, mysql:// or sqlite:)", ErrBadURL, raw)
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3":
@@ -80,16 +96,22 @@ func Parse(raw string) (*URL, error) {
 			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, redact(raw), firstLine(err.Error()))
 		}
 		return &URL{Backend: Postgres, raw: raw}, nil
+	case "mysql", "mariadb":
+		dsn, maxConns, err := mysqlDSN(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, redact(raw), firstLine(err.Error()))
+		}
+		return &URL{Backend: MySQL, raw: raw, dsn: dsn, maxConns: maxConns}, nil
 	default:
-		return nil, fmt.Errorf("%w: unsupported scheme %q in %s (want postgres://, postgresql:// or sqlite:)", ErrBadURL, scheme, redact(raw))
+		return nil, fmt.Errorf("%w: unsupported scheme %q in %s (want postgres://, postgresql://, mysql:// or sqlite:)", ErrBadURL, scheme, redact(raw))
 	}
 }
 
 // String returns the URL with any password replaced by "xxxxx".
 func (u *URL) String() string { return redact(u.raw) }
 
-// DB is an open database and its leasehold driver. Exactly one of SQLite and
-// Postgres is set, per URL.Backend.
+// DB is an open database and its leasehold driver. Exactly one of SQLite,
+// Postgres and MySQL is set, per URL.Backend.
 type DB struct {
 	// URL is the parsed URL.
 	URL *URL
@@ -98,6 +120,10 @@ type DB struct {
 	SQLiteDB *sql.DB
 	// Postgres is the driver on a Postgres pool (Postgres.Pool()).
 	Postgres *postgres.Driver
+	// MySQL is the driver on a MySQL or MariaDB database, and MySQLDB its
+	// database.
+	MySQL   *mysql.Driver
+	MySQLDB *sql.DB
 }
 
 // Open parses raw, opens the database and checks it answers within 10 s.
@@ -113,6 +139,13 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 			return nil, fmt.Errorf("dburl: cannot open SQLite database %s: %s", u.Path, firstLine(unwrapAll(err).Error()))
 		}
 		return &DB{URL: u, SQLite: d, SQLiteDB: db}, nil
+	case MySQL:
+		d, db, err := mysql.Open(u.dsn)
+		if err != nil {
+			return nil, fmt.Errorf("dburl: cannot reach MySQL at %s: %s", u, firstLine(unwrapAll(err).Error()))
+		}
+		db.SetMaxOpenConns(u.maxConns)
+		return &DB{URL: u, MySQL: d, MySQLDB: db}, nil
 	default:
 		cfg, err := pgxpool.ParseConfig(raw)
 		if err != nil {
@@ -148,6 +181,9 @@ func (db *DB) Close() error {
 	if db.Postgres != nil {
 		db.Postgres.Pool().Close()
 	}
+	if db.MySQLDB != nil {
+		return db.MySQLDB.Close()
+	}
 	return nil
 }
 
@@ -177,4 +213,60 @@ func unwrapAll(err error) error {
 		}
 		err = next
 	}
+}
+
+// defaultMySQLConns is the MySQL pool size when the URL does not set
+// pool_max_conns: enough for a few clients in one process, well under the
+// server's max_connections (151 by default).
+const defaultMySQLConns = 32
+
+// mysqlDSN turns mysql://user:pass@host:port/db?params into a
+// go-sql-driver/mysql DSN (user:pass@tcp(host:port)/db?params) and the pool
+// size. The host defaults to 127.0.0.1 and the port to 3306.
+func mysqlDSN(raw string) (string, int, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", 0, errors.New("not a URL")
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return "", 0, errors.New("names no database (example: mysql://root@127.0.0.1:3306/app)")
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "3306"
+	}
+	cfg := mysqldriver.NewConfig()
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", net.JoinHostPort(host, port), db
+	maxConns := defaultMySQLConns
+	q := u.Query()
+	if v := q.Get("pool_max_conns"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return "", 0, fmt.Errorf("pool_max_conns=%q: want a positive number", v)
+		}
+		maxConns = n
+		q.Del("pool_max_conns")
+	}
+	// Let go-sql-driver parse the remaining parameters, so a bad one is
+	// reported here rather than on first use.
+	dsn := cfg.FormatDSN()
+	if len(q) > 0 {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + q.Encode()
+	}
+	if _, err := mysqldriver.ParseDSN(dsn); err != nil {
+		return "", 0, err
+	}
+	return dsn, maxConns, nil
 }

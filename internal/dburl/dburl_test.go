@@ -26,7 +26,13 @@ func parseCases() []struct {
 		{raw: "postgres://u:secret@127.0.0.1:5432/db?sslmode=disable", backend: Postgres},
 		{raw: "postgresql://127.0.0.1/db", backend: Postgres},
 		{raw: "postgres://127.0.0.1/db?sslmode=disable&search_path=jobs&pool_max_conns=4", backend: Postgres},
-		{raw: "mysql://root@localhost/db", bad: `unsupported scheme "mysql"`},
+		{raw: "mysql://root@localhost/db", backend: MySQL},
+		{raw: "mysql://u:secret@127.0.0.1:3307/app?tls=skip-verify&pool_max_conns=4", backend: MySQL},
+		{raw: "mariadb://root@127.0.0.1/test", backend: MySQL},
+		{raw: "mysql://root@127.0.0.1:3306/", bad: "names no database"},
+		{raw: "mysql://root@127.0.0.1/db?pool_max_conns=none", bad: "pool_max_conns"},
+		{raw: "mysql://root@127.0.0.1/db?readTimeout=soon", bad: "readTimeout"},
+		{raw: "oracle://x/y", bad: `unsupported scheme "oracle"`},
 		{raw: "leasehold.db", bad: "has no scheme"},
 		{raw: "sqlite:", bad: "names no file"},
 		{raw: "sqlite::memory:", bad: "in-memory"},
@@ -59,6 +65,32 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+func TestMySQLDSN(t *testing.T) {
+	for _, c := range []struct {
+		raw, dsn string
+		conns    int
+	}{
+		{"mysql://root@127.0.0.1:3306/test", "root@tcp(127.0.0.1:3306)/test", 32},
+		{"mysql://u:p%40ss@db/app?pool_max_conns=4&tls=true", "u:p@ss@tcp(db:3306)/app?tls=true", 4},
+		{"mariadb:///app", "tcp(127.0.0.1:3306)/app", 32},
+	} {
+		u, err := Parse(c.raw)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", c.raw, err)
+		}
+		if u.dsn != c.dsn || u.maxConns != c.conns {
+			t.Errorf("Parse(%q): DSN %q, %d conns; want %q, %d", c.raw, u.dsn, u.maxConns, c.dsn, c.conns)
+		}
+	}
+	u, err := Parse("mysql://u:secret@127.0.0.1/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := u.String(); strings.Contains(s, "secret") {
+		t.Errorf("String() = %q, want the password hidden", s)
+	}
+}
+
 func TestOpenSQLite(t *testing.T) {
 	db, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
@@ -75,6 +107,7 @@ func TestOpenErrorsAreOneLine(t *testing.T) {
 		"sqlite:" + filepath.Join(t.TempDir(), "missing-dir", "x.db"),
 		// Port 1 on loopback: nothing listens there.
 		"postgres://u:secret@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
+		"mysql://u:secret@127.0.0.1:1/db?timeout=2s",
 	} {
 		_, err := Open(context.Background(), raw)
 		if err == nil {

@@ -1,0 +1,55 @@
+package payments
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+)
+
+// mysqlSchema is the payments table in MySQL's dialect, replacing the two
+// statements of schema: MySQL indexes no unbounded TEXT, has no partial
+// index, and MySQL 8 no CREATE INDEX IF NOT EXISTS, so the pending index
+// goes into the table and the second statement becomes a no-op.
+var mysqlSchema = map[string]string{
+	"CREATE TABLE IF NOT EXISTS payments": `CREATE TABLE IF NOT EXISTS payments (
+    id              VARCHAR(191) NOT NULL PRIMARY KEY,
+    amount_cents    BIGINT       NOT NULL CHECK (amount_cents > 0),
+    currency        VARCHAR(3)   NOT NULL,
+    status          VARCHAR(16)  NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'succeeded', 'failed')),
+    idempotency_key VARCHAR(255) NOT NULL UNIQUE,
+    charge_job_id   BIGINT       NOT NULL DEFAULT 0,
+    psp_charge_id   TEXT,
+    failure_reason  TEXT,
+    settled_by      TEXT,
+    settled_token   BIGINT       NOT NULL DEFAULT 0,
+    created_at_ms   BIGINT       NOT NULL,
+    updated_at_ms   BIGINT       NOT NULL,
+    KEY payments_pending_idx (status, created_at_ms)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+	"CREATE INDEX IF NOT EXISTS payments_pending_idx": `DO 0`,
+}
+
+// NewMySQLStore returns a store on a MySQL or MariaDB database, the database
+// of the leasehold mysql backend (mysql.Open).
+func NewMySQLStore(db *sql.DB) *Store[*sql.Tx] {
+	return &Store[*sql.Tx]{b: mysqlBackend{sqliteBackend{db: db}}}
+}
+
+// mysqlBackend is the database/sql backend of SQLite with the schema in
+// MySQL's dialect; the other statements are the same.
+type mysqlBackend struct{ sqliteBackend }
+
+func (b mysqlBackend) pool() querier { return mysqlQuerier{sqlQuerier{q: b.db}} }
+
+type mysqlQuerier struct{ sqlQuerier }
+
+func (m mysqlQuerier) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	trimmed := strings.TrimSpace(query)
+	for prefix, stmt := range mysqlSchema {
+		if strings.HasPrefix(trimmed, prefix) {
+			query = stmt
+			break
+		}
+	}
+	return m.sqlQuerier.exec(ctx, query, args...)
+}
