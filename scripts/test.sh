@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 export LEASEHOLD_TEST_POSTGRES_URL="${LEASEHOLD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 
 scripts/ensure-postgres.sh
+scripts/ensure-mariadb.sh
 scripts/ensure-chromium.sh
 
 echo "--- go vet"
