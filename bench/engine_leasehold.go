@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -26,6 +27,10 @@ type leaseholdEngine[TTx any] struct {
 
 	inserter *leasehold.Client[TTx]
 	client   atomic.Pointer[leasehold.Client[TTx]]
+
+	trace     *stmtTrace // nil unless the driver is traced
+	startedAt time.Time
+	wall      time.Duration // total time between start and stop
 }
 
 func newLeaseholdEngine[TTx any](label string, drv driver.Driver[TTx], cfg leasehold.Config, h *hooks,
@@ -108,6 +113,7 @@ func (e *leaseholdEngine[TTx]) start(ctx context.Context) error {
 		return fmt.Errorf("%s: start: %w", e.label, err)
 	}
 	e.client.Store(c)
+	e.startedAt = time.Now()
 	return nil
 }
 
@@ -116,9 +122,17 @@ func (e *leaseholdEngine[TTx]) stop(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	e.wall += time.Since(e.startedAt)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	return c.Stop(ctx)
+}
+
+// traceReport prints the statement trace, when the driver is traced.
+func (e *leaseholdEngine[TTx]) traceReport(w io.Writer) {
+	if e.trace != nil {
+		e.trace.print(w, e.label, e.wall)
+	}
 }
 
 func (e *leaseholdEngine[TTx]) completed() int64 {

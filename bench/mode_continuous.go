@@ -43,6 +43,7 @@ func runContinuous(ctx context.Context, o *options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# continuous: %s measured per round after a warm-up, backlog kept at %d-%d jobs, %d rounds\n", dur, lowWater, lowWater+insertBatch, rounds)
 	printThroughput(out, "continuous", "jobs/s", all, true)
+	printTraces(out, engines)
 	return nil
 }
 

@@ -35,6 +35,7 @@ func runDrain(ctx context.Context, o *options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# drain: %d jobs per round, %d rounds, engines alternating\n", jobs, orDefault(o.rounds, 3))
 	printThroughput(out, "drain", "jobs/s", all, true)
+	printTraces(out, engines)
 	return nil
 }
 

@@ -40,5 +40,6 @@ func runSQLite(ctx context.Context, o *options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# sqlite drain: %d jobs per round, %d rounds, engines alternating\n", jobs, rounds)
 	printThroughput(out, "sqlite", "jobs/s", all, false)
+	printTraces(out, engines)
 	return nil
 }

@@ -75,3 +75,12 @@ func printThroughput(w io.Writer, mode, unit string, all []*series, showPG bool)
 		fmt.Fprintln(w, b.String())
 	}
 }
+
+// printTraces prints the statement traces of the engines that keep one.
+func printTraces(w io.Writer, engines []engine) {
+	for _, e := range engines {
+		if t, ok := e.(interface{ traceReport(io.Writer) }); ok {
+			t.traceReport(w)
+		}
+	}
+}

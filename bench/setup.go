@@ -116,11 +116,12 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 		if name == "leasehold" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
 		}
-		e, err := newLeaseholdEngine(name, postgres.New(env.leasehold), cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
+		t := newStmtTrace()
+		e, err := newLeaseholdEngine(name, tracedPostgres{postgres.New(env.leasehold), t}, cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
 		if err != nil {
 			return nil, err
 		}
-		e.hold = spec.hold
+		e.hold, e.trace = spec.hold, t
 		return e, nil
 	}
 	return nil, fmt.Errorf("unknown engine %q", name)
@@ -143,12 +144,14 @@ func sqliteEngine(ctx context.Context, dir, name string, spec engineSpec, h *hoo
 			return nil, nil, fmt.Errorf("migrate leasehold sqlite: %w", err)
 		}
 		cfg := leasehold.Config{Queues: map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}}
-		e, err := newLeaseholdEngine(name, d, cfg, h, dbExec(db),
+		t := newStmtTrace()
+		e, err := newLeaseholdEngine(name, tracedSQLite{d, t}, cfg, h, dbExec(db),
 			[]string{"DELETE FROM leasehold_job", "DELETE FROM leasehold_attempt"}, "ANALYZE")
 		if err != nil {
 			db.Close()
 			return nil, nil, err
 		}
+		e.trace = t
 		return e, func() { db.Close() }, nil
 	case "river":
 		db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+	"github.com/leasehold/leasehold/postgres"
+	lhsqlite "github.com/leasehold/leasehold/sqlite"
+)
+
+// stmtTrace counts the lease statements a leasehold client sends through a
+// traced driver: how many, how many rows each carried, and how long each
+// took from call to return. It is the statement-level half of the profile
+// (the CPU profile is the other): a queue that waits on the database shows
+// here, not in pprof.
+type stmtTrace struct {
+	mu    sync.Mutex
+	kinds map[string]*stmtStats
+}
+
+type stmtStats struct {
+	n, rows int64
+	total   time.Duration
+	max     time.Duration
+}
+
+func newStmtTrace() *stmtTrace { return &stmtTrace{kinds: map[string]*stmtStats{}} }
+
+func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.kinds[kind]
+	if s == nil {
+		s = &stmtStats{}
+		t.kinds[kind] = s
+	}
+	s.n++
+	s.rows += int64(rows)
+	s.total += d
+	s.max = max(s.max, d)
+}
+
+// print writes one comment line per statement kind; wall is the time the
+// traced engine was measured, for the share of it each kind kept busy.
+func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, kind := range []string{"claim", "finish", "heartbeat"} {
+		s := t.kinds[kind]
+		if s == nil || s.n == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "#   %s %-9s statements %6d  rows/statement %7.1f  mean %7.2f ms  max %8.2f ms  in flight %5.1f%% of %s\n",
+			label, kind, s.n, float64(s.rows)/float64(s.n), float64(s.total.Microseconds())/float64(s.n)/1000,
+			float64(s.max.Microseconds())/1000, 100*s.total.Seconds()/wall.Seconds(), wall.Round(time.Millisecond))
+	}
+}
+
+// tracedExecutor times the lease statements of the executor it wraps.
+type tracedExecutor struct {
+	driver.Executor
+	t *stmtTrace
+}
+
+func (e tracedExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
+	start := time.Now()
+	rows, err := e.Executor.JobClaim(ctx, p)
+	e.t.record("claim", len(rows), time.Since(start))
+	return rows, err
+}
+
+func (e tracedExecutor) JobFinish(ctx context.Context, p *driver.JobFinishParams) ([]int64, error) {
+	start := time.Now()
+	ids, err := e.Executor.JobFinish(ctx, p)
+	e.t.record("finish", len(p.Items), time.Since(start))
+	return ids, err
+}
+
+func (e tracedExecutor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]int64, error) {
+	start := time.Now()
+	ids, err := e.Executor.JobHeartbeat(ctx, p)
+	e.t.record("heartbeat", len(p.Leases), time.Since(start))
+	return ids, err
+}
+
+// tracedPostgres is the Postgres driver with a traced executor; LISTEN/NOTIFY
+// passes through (the embedded driver's ListenInserts).
+type tracedPostgres struct {
+	*postgres.Driver
+	t *stmtTrace
+}
+
+func (d tracedPostgres) GetExecutor() driver.Executor {
+	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+}
+
+// tracedSQLite is the SQLite driver with a traced executor.
+type tracedSQLite struct {
+	*lhsqlite.Driver
+	t *stmtTrace
+}
+
+func (d tracedSQLite) GetExecutor() driver.Executor {
+	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+}
