@@ -100,7 +100,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 			core.producers[name] = newProducer(name, q.MaxWorkers)
 		}
 	}
-	core.completer = newCompleter(core.exec, &sync.Mutex{}, cfg.CompleterMaxBatch, cfg.Logger)
+	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
 	c := &Client[TTx]{clientCore: core, driver: d}
 	core.client = c
 	return c, nil

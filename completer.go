@@ -12,13 +12,18 @@ import (
 )
 
 // completer writes the end of leases in batches: whatever finished while the
-// previous batch was being written goes in the next statement, so batches
-// grow with load and add no latency when idle. Each write is fenced by the
-// lease's token; the caller waits for its result, so a job's slot frees only
-// once its outcome is durable.
+// previous batches were being written goes in the next statement, so batches
+// grow with load and add no latency when idle. A few batches are written at
+// once (completerFlushers): their jobs are disjoint, so they never wait on
+// each other's rows. Each write is fenced by the lease's token; the caller
+// waits for its result, so a job's slot frees only once its outcome is
+// durable.
 type completer struct {
-	exec     driver.Executor
-	writeMu  *sync.Mutex
+	exec driver.Executor
+	// writeMu is shared with the heartbeater: outcomes take it shared, a
+	// renewal exclusively, so a renewal and an outcome never lock rows in
+	// opposite orders.
+	writeMu  *sync.RWMutex
 	maxBatch int
 	logger   *slog.Logger
 	requests chan *finishRequest
@@ -31,7 +36,10 @@ type finishRequest struct {
 	result chan error // nil on success, *LeaseLostError when fenced off
 }
 
-func newCompleter(exec driver.Executor, writeMu *sync.Mutex, maxBatch int, logger *slog.Logger) *completer {
+// completerFlushers is how many outcome statements may be in flight at once.
+const completerFlushers = 4
+
+func newCompleter(exec driver.Executor, writeMu *sync.RWMutex, maxBatch int, logger *slog.Logger) *completer {
 	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, requests: make(chan *finishRequest, maxBatch)}
 }
 
@@ -42,8 +50,22 @@ func (c *completer) finish(l *lease, item *driver.JobFinish) error {
 	return <-req.result
 }
 
-// run writes batches until ctx ends and no request is pending.
+// run writes batches with completerFlushers writers until ctx ends.
 func (c *completer) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range completerFlushers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.flushLoop(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// flushLoop takes whatever requests are waiting, up to maxBatch, writes them
+// in one statement, and repeats until ctx ends.
+func (c *completer) flushLoop(ctx context.Context) {
 	for {
 		var first *finishRequest
 		select {
@@ -82,9 +104,9 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest) {
 			callDeadline = later(callDeadline, deadline)
 		}
 		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), callDeadline)
-		c.writeMu.Lock()
+		c.writeMu.RLock()
 		written, err := c.exec.JobFinish(callCtx, &driver.JobFinishParams{Items: items})
-		c.writeMu.Unlock()
+		c.writeMu.RUnlock()
 		cancel()
 		if err == nil {
 			c.report(ctx, batch, written)

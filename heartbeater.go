@@ -15,7 +15,7 @@ import (
 type heartbeater struct {
 	exec    driver.Executor
 	leases  *leaseSet
-	writeMu *sync.Mutex // shared with the completer, so their row locks never interleave
+	writeMu *sync.RWMutex // held exclusively: outcomes, which hold it shared, never interleave their row locks with a renewal's
 	logger  *slog.Logger
 	stats   *statsCounters
 	observe func(leases int, rtt time.Duration, err error)

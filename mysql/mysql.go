@@ -44,7 +44,11 @@
 // Deadlocks are retried: a write the driver runs in its own transaction is
 // retried a few times when InnoDB picks it as a deadlock victim. Inside a
 // user's transaction the error is returned, since InnoDB has rolled the
-// whole transaction back.
+// whole transaction back; the handler's attempt then fails and is retried.
+// Begin the transactions you pass to InsertTx and CompleteTx as READ
+// COMMITTED (sql.TxOptions{Isolation: sql.LevelReadCommitted}): under the
+// default REPEATABLE READ, InnoDB's gap locks on the attempt history make
+// such deadlocks between concurrent completions likely.
 package mysql
 
 import (

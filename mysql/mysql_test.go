@@ -89,7 +89,8 @@ func TestConformance(t *testing.T) {
 	drivertest.Exercise(t, drivertest.Backend[*sql.Tx]{
 		New: func(t *testing.T) driver.Driver[*sql.Tx] { return newTestDriver(t) },
 		BeginTx: func(ctx context.Context, d driver.Driver[*sql.Tx]) (*sql.Tx, error) {
-			return d.(*Driver).DB().BeginTx(ctx, nil)
+			// As the package documentation advises users.
+			return d.(*Driver).DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		},
 		CommitTx:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
 		RollbackTx: func(_ context.Context, tx *sql.Tx) error { return tx.Rollback() },

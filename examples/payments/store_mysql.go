@@ -53,3 +53,10 @@ func (m mysqlQuerier) exec(ctx context.Context, query string, args ...any) (int6
 	}
 	return m.sqlQuerier.exec(ctx, query, args...)
 }
+
+// begin starts a READ COMMITTED transaction, as the mysql backend advises
+// for transactions passed to InsertTx and CompleteTx: InnoDB's gap locks
+// under REPEATABLE READ would make concurrent completions deadlock.
+func (b mysqlBackend) begin(ctx context.Context) (*sql.Tx, error) {
+	return b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+}
