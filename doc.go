@@ -1,6 +1,6 @@
 /*
 Package leasehold is a job queue whose jobs live in your application's own
-SQL database (PostgreSQL, or SQLite as the embedded default) and are owned
+SQL database (PostgreSQL; SQLite as the embedded default; MySQL or MariaDB) and are owned
 by workers through leases.
 
 # Leases
@@ -120,8 +120,10 @@ caller's transaction, fenced by its token.
 Package postgres uses pgx v5 and wakes workers with LISTEN/NOTIFY (polling
 remains the fallback). Package sqlite uses the pure-Go modernc.org/sqlite in
 WAL mode with synchronous=FULL and a busy timeout; clients in the same
-process are woken on insert, others poll. Both pass the conformance suite in
-package driver/drivertest. Migrations are numbered SQL files in each
+process are woken on insert, others poll. Package mysql serves MySQL 8 and
+MariaDB 10.6+ (claims with SELECT ... FOR UPDATE SKIP LOCKED in a short
+transaction, since neither has UPDATE ... RETURNING), polling for new jobs.
+All three pass the conformance suite in package driver/drivertest. Migrations are numbered SQL files in each
 backend's migrations folder, applied with package migrate or your own tool.
 */
 package leasehold
