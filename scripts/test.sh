@@ -20,4 +20,5 @@ echo "--- go test -race"
 # turned off: they make the pure-Go SQLite, which is machine-translated C
 # full of pointer arithmetic, about twenty times slower (DEVELOPERS.md).
 go test -race -gcflags=all=-d=checkptr=0 -count=1 -timeout 25m "$@" ./...
+scripts/chaos-smoke.sh  # fault-injection runs and fuzz targets (RELIABILITY.md)
 (cd bench && go test -count=1 -timeout 10m ./...)
