@@ -256,8 +256,10 @@ func testClientQueuePause[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatal(err)
 	}
 	env.waitState(job.ID, leasetype.JobStateCompleted, 5*time.Second)
-	if took := time.Since(resumed); took > 1500*time.Millisecond {
-		t.Fatalf("job ran %s after resume, want within about a second", took)
+	// Within the worker's poll interval (1 s) when nothing wakes it, plus
+	// generous room for a loaded test machine.
+	if took := time.Since(resumed); took > 3*time.Second {
+		t.Fatalf("job ran %s after resume, want within about the poll interval", took)
 	}
 	if err := admin.QueuePause(ctx, "bad queue"); err == nil {
 		t.Fatal("pausing an invalid queue name succeeded")
