@@ -203,9 +203,13 @@ func testClientCrashRecovery[TTx any](t *testing.T, b Backend[TTx]) {
 		if len(runs) != 1 {
 			t.Fatalf("job %d ran %d times on the survivor, want 1", id, len(runs))
 		}
-		if took := runs[0].at.Sub(crashAt); took > ttl+1500*time.Millisecond {
+		// TTL plus the watcher interval (1 s) at most, plus room for a
+		// loaded test machine.
+		took := runs[0].at.Sub(crashAt)
+		if took > ttl+2*time.Second {
 			t.Fatalf("job %d running again %s after the crash, want within TTL (%s) + ~1 s", id, took, ttl)
 		}
+		t.Logf("job %d running again %s after the crash (TTL %s)", id, took, ttl)
 		if row.Expiries != 1 || row.Errors != 0 || row.LeaseOwner != bClient.Owner() {
 			t.Fatalf("job %d: expiries %d errors %d owner %q; want 1, 0, survivor", id, row.Expiries, row.Errors, row.LeaseOwner)
 		}
