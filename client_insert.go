@@ -192,6 +192,9 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 	if len(encoded) > c.cfg.MaxArgsBytes {
 		return nil, fmt.Errorf("%w: args of kind %q are %d bytes encoded (max %d)", ErrInvalidArgs, kind, len(encoded), c.cfg.MaxArgsBytes)
 	}
+	if hasNULEscape(encoded) {
+		return nil, fmt.Errorf("%w: args of kind %q hold a NUL character (\\u0000), which not every backend can store", ErrInvalidArgs, kind)
+	}
 	metadata := []byte("{}")
 	if len(o.Metadata) > 0 {
 		if metadata, err = json.Marshal(o.Metadata); err != nil {
@@ -199,6 +202,9 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 		}
 		if len(metadata) > c.cfg.MaxArgsBytes {
 			return nil, fmt.Errorf("%w: metadata is %d bytes encoded (max %d)", ErrInvalidArgs, len(metadata), c.cfg.MaxArgsBytes)
+		}
+		if hasNULEscape(metadata) {
+			return nil, fmt.Errorf("%w: metadata holds a NUL character (\\u0000), which not every backend can store", ErrInvalidArgs)
 		}
 	}
 	p := &driver.JobInsertParams{

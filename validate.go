@@ -1,8 +1,10 @@
 package leasehold
 
 import (
+	"bytes"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -46,10 +48,14 @@ func validateName(what, name string) error {
 	return nil
 }
 
-// validateUniqueKey checks an idempotency key: printable, at most 512 bytes.
+// validateUniqueKey checks an idempotency key: valid UTF-8 without control
+// characters, at most 512 bytes.
 func validateUniqueKey(key string) error {
 	if len(key) > maxUniqueKeyLen {
 		return fmt.Errorf("%w: unique key is %d bytes long (max %d)", ErrInvalidArgs, len(key), maxUniqueKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: unique key is not valid UTF-8", ErrInvalidArgs)
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] == 0x7f {
@@ -57,4 +63,25 @@ func validateUniqueKey(key string) error {
 		}
 	}
 	return nil
+}
+
+// hasNULEscape reports whether encoded JSON holds the escape \u0000 (a NUL
+// character in a string), which PostgreSQL's jsonb cannot store. An escaped
+// backslash followed by "u0000" is not one.
+func hasNULEscape(encoded []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(encoded[i:], []byte(`\u0000`))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		backslashes := 0
+		for k := at; k >= 0 && encoded[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 1 {
+			return true
+		}
+		i = at + 1
+	}
 }

@@ -51,6 +51,7 @@ func TestValidateUniqueKey(t *testing.T) {
 	}{
 		{"", true}, {"payment-42", true}, {strings.Repeat("k", 512), true},
 		{strings.Repeat("k", 513), false}, {"a\x00b", false}, {"tab\there", false}, {"del\x7f", false},
+		{"\xff\xfe", false}, {"zahlungsschlüssel-42", true},
 	} {
 		if err := validateUniqueKey(tc.in); tc.ok != (err == nil) {
 			t.Errorf("validateUniqueKey(%q) = %v, want ok=%v", tc.in, err, tc.ok)
@@ -88,6 +89,26 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	} {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: withDefaults = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+func TestHasNULEscape(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json string
+		want bool
+	}{
+		{`{"a":"b"}`, false},
+		{`{"a":"\u0000"}`, true},
+		{`{"a":"x\u0000y"}`, true},
+		{`{"a":"\\u0000"}`, false}, // an escaped backslash, then text
+		{`{"a":"\\\u0000"}`, true}, // an escaped backslash, then a NUL
+		{`{"a":"\u00001"}`, true},
+		{`{"a":"\u0001"}`, false},
+	} {
+		if got := hasNULEscape([]byte(tc.json)); got != tc.want {
+			t.Errorf("hasNULEscape(%s) = %v, want %v", tc.json, got, tc.want)
 		}
 	}
 }

@@ -137,6 +137,9 @@ func testClientBadInput[TTx any](t *testing.T, b Backend[TTx]) {
 		{"oversized args", testArgs{Name: strings.Repeat("x", 2000)}, nil, "bytes encoded (max 1024)"},
 		{"unmarshalable args", chanArgs{C: make(chan int)}, nil, "marshal args"},
 		{"unique key control char", testArgs{}, &leasehold.InsertOpts{UniqueKey: "a\nb"}, "control character"},
+		{"unique key not UTF-8", testArgs{}, &leasehold.InsertOpts{UniqueKey: "\xff\xfe"}, "not valid UTF-8"},
+		{"NUL in args", testArgs{Name: "a\x00b"}, nil, "NUL character"},
+		{"NUL in metadata", testArgs{}, &leasehold.InsertOpts{Metadata: map[string]any{"k": "\x00"}}, "NUL character"},
 		{"nil args", nil, nil, "args are nil"},
 	}
 	for _, tc := range cases {
