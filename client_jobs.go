@@ -133,7 +133,7 @@ func (c *clientCore) JobAttempts(ctx context.Context, id int64) ([]*leasetype.At
 // and expiry counts reset: a discarded, cancelled, completed, stuck,
 // retryable or scheduled job runs again.
 func (c *clientCore) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	return c.setState(ctx, "retry", &driver.JobSetStateParams{
+	return c.setState(ctx, c.exec, "retry", &driver.JobSetStateParams{
 		ID: id, State: leasetype.JobStateAvailable, ResetErrors: true,
 		FromStates: []leasetype.JobState{
 			leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateCompleted,
@@ -145,12 +145,12 @@ func (c *clientCore) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow,
 // JobCancel cancels a job that is waiting (available, scheduled, retryable)
 // or stuck. A running job cannot be cancelled this way.
 func (c *clientCore) JobCancel(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	return c.setState(ctx, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
+	return c.setState(ctx, c.exec, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
 }
 
 // JobDiscard discards a job that is waiting or stuck.
 func (c *clientCore) JobDiscard(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	return c.setState(ctx, "discard", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateDiscarded, FromStates: waitingOrStuck()})
+	return c.setState(ctx, c.exec, "discard", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateDiscarded, FromStates: waitingOrStuck()})
 }
 
 // Resolution is how a stuck job is settled.
@@ -169,6 +169,26 @@ const (
 // ResolveStuck settles a stuck job after reconciliation; note says why and
 // is kept as the job's last error.
 func (c *clientCore) ResolveStuck(ctx context.Context, id int64, as Resolution, note string) (*leasetype.JobRow, error) {
+	p, err := resolveParams(id, as, note)
+	if err != nil {
+		return nil, err
+	}
+	return c.setState(ctx, c.exec, "resolve", p)
+}
+
+// ResolveStuckTx is ResolveStuck inside the caller's transaction, so that a
+// reconciler's business write (the payment settled) and the job's
+// resolution commit together or not at all. It returns ErrJobState when the
+// job is no longer stuck (another reconciler got there first).
+func (c *Client[TTx]) ResolveStuckTx(ctx context.Context, tx TTx, id int64, as Resolution, note string) (*leasetype.JobRow, error) {
+	p, err := resolveParams(id, as, note)
+	if err != nil {
+		return nil, err
+	}
+	return c.setState(ctx, c.driver.UnwrapExecutor(tx), "resolve", p)
+}
+
+func resolveParams(id int64, as Resolution, note string) (*driver.JobSetStateParams, error) {
 	p := &driver.JobSetStateParams{ID: id, FromStates: []leasetype.JobState{leasetype.JobStateStuck}, Note: note}
 	switch as {
 	case ResolveSucceeded:
@@ -180,7 +200,7 @@ func (c *clientCore) ResolveStuck(ctx context.Context, id int64, as Resolution, 
 	default:
 		return nil, fmt.Errorf("%w: unknown resolution %q (want succeeded, failed or retry)", ErrInvalidArgs, as)
 	}
-	return c.setState(ctx, "resolve", p)
+	return p, nil
 }
 
 // QueueStateCount is the number of jobs in one queue and state.
@@ -199,8 +219,8 @@ func waitingOrStuck() []leasetype.JobState {
 	return []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}
 }
 
-func (c *clientCore) setState(ctx context.Context, action string, p *driver.JobSetStateParams) (*leasetype.JobRow, error) {
-	row, changed, err := c.exec.JobSetState(ctx, p)
+func (c *clientCore) setState(ctx context.Context, exec driver.Executor, action string, p *driver.JobSetStateParams) (*leasetype.JobRow, error) {
+	row, changed, err := exec.JobSetState(ctx, p)
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, p.ID)
 	}

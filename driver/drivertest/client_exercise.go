@@ -18,6 +18,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Outcomes", testClientOutcomes[TTx]},
 		{"Stop", testClientStop[TTx]},
 		{"CompleteTx", testClientCompleteTx[TTx]},
+		{"ResolveStuckTx", testClientResolveStuckTx[TTx]},
 		{"InsertTx", testClientInsertTx[TTx]},
 		{"Heartbeats", testClientHeartbeats[TTx]},
 		{"HeartbeatCoalescing", testClientHeartbeatCoalescing[TTx]},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -122,3 +123,70 @@ func testClientInsertTx[TTx any](t *testing.T, b Backend[TTx]) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// testClientResolveStuckTx: a reconciler's business write and the stuck
+// job's resolution commit together or not at all.
+func testClientResolveStuckTx[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	c := env.client(nil, leasehold.Config{})
+	job := insert(t, c, testArgs{Name: "charge"}, &leasehold.InsertOpts{LeaseTTL: 200 * time.Millisecond})
+	// A worker claims it under the stuck policy and vanishes.
+	if _, err := env.exec.JobClaim(ctx, &driver.JobClaimParams{Queue: leasehold.DefaultQueue, Max: 1, Owner: "gone",
+		DefaultLeaseTTL: time.Minute, StuckKinds: []string{testArgs{}.Kind()}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		if _, err := env.exec.JobExpire(ctx, &driver.JobExpireParams{Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		return env.job(job.ID).State == leasetype.JobStateStuck
+	}, func() string { return "job never stuck" })
+	if err := env.exec.Exec(ctx, "CREATE TABLE drivertest_settled (job_id BIGINT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(commit bool) error {
+		tx, err := b.BeginTx(ctx, env.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.RollbackTx(ctx, tx) //nolint:errcheck // no-op after commit
+		if err := env.d.UnwrapExecutor(tx).Exec(ctx, "INSERT INTO drivertest_settled (job_id) VALUES ("+itoa(job.ID)+")"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ResolveStuckTx(ctx, tx, job.ID, leasehold.ResolveSucceeded, "provider says charged"); err != nil {
+			return err
+		}
+		if commit {
+			return b.CommitTx(ctx, tx)
+		}
+		return nil
+	}
+	if err := settle(false); err != nil {
+		t.Fatalf("ResolveStuckTx, rolled back: %v", err)
+	}
+	if row := env.job(job.ID); row.State != leasetype.JobStateStuck {
+		t.Fatalf("after a rolled-back resolution the job is %s, want stuck", row.State)
+	}
+	if err := settle(true); err != nil {
+		t.Fatalf("ResolveStuckTx, committed: %v", err)
+	}
+	row := env.job(job.ID)
+	if row.State != leasetype.JobStateCompleted || row.LastError != "provider says charged" {
+		t.Fatalf("after a committed resolution: %s %q; want completed with the note", row.State, row.LastError)
+	}
+	// The second settle could insert the business row only because the
+	// first one's insert rolled back with its resolution; the committed row
+	// is there now, so inserting it again violates its primary key.
+	if err := env.exec.Exec(ctx, "INSERT INTO drivertest_settled (job_id) VALUES ("+itoa(job.ID)+")"); err == nil {
+		t.Fatalf("the committed business row is missing")
+	}
+	tx, err := b.BeginTx(ctx, env.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.RollbackTx(ctx, tx) //nolint:errcheck
+	if _, err := c.ResolveStuckTx(ctx, tx, job.ID, leasehold.ResolveRetry, ""); !errors.Is(err, leasehold.ErrJobState) {
+		t.Fatalf("resolving a completed job = %v, want ErrJobState", err)
+	}
+}
