@@ -147,6 +147,66 @@ type Executor interface {
 	// before), in name order.
 	QueueList(ctx context.Context) ([]*QueueRow, error)
 
+	// JobCountRunning counts running jobs whose lease has not expired on the
+	// database clock: those of Queue (all kinds) and, for each of Kinds,
+	// those of that kind (all queues). Expired leases hold no slot.
+	JobCountRunning(ctx context.Context, params *JobCountRunningParams) (*RunningCount, error)
+	// LimitLock creates the limit rows that are missing and locks them, in
+	// the order given, until the caller's transaction ends (SELECT ... FOR
+	// UPDATE; on SQLite the write lock already serialises). It must run on an
+	// executor from Begin. It returns the rows in the order given, with the
+	// database clock read after the locks were taken.
+	LimitLock(ctx context.Context, keys []LimitKey) ([]*LimitRow, error)
+	// LimitSetWindow records a limit row's rate window.
+	LimitSetWindow(ctx context.Context, params *LimitSetWindowParams) error
+
+	// JobCancelRunning asks for cancellation of a running job: it sets
+	// CancelRequestedAt to the database clock (kept when already set) and
+	// reports whether the job was running. A job in another state is not
+	// changed. ErrNotFound when the ID does not exist.
+	//
+	// From then on the job never runs again: JobFinish turns a retryable,
+	// available or scheduled outcome into cancelled (attempt outcome
+	// cancelled), JobExpire turns an expired lease into cancelled (attempt
+	// outcome lease_expired). A completed or discarded outcome stands.
+	JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error)
+	// JobCancelRequested returns the running jobs leased by Owner whose
+	// cancellation was asked for. It reads a small partial index.
+	JobCancelRequested(ctx context.Context, params *JobCancelRequestedParams) ([]LeaseRef, error)
+
+	// JobPrune deletes up to Limit jobs in one of States whose FinalizedAt is
+	// more than OlderThan before the database clock, and returns how many.
+	// Attempt rows are kept (AttemptPrune has its own retention).
+	JobPrune(ctx context.Context, params *JobPruneParams) (int64, error)
+	// AttemptPrune deletes up to Limit attempt rows that finished more than
+	// OlderThan before the database clock, and returns how many.
+	AttemptPrune(ctx context.Context, params *AttemptPruneParams) (int64, error)
+
+	// LeaderAttempt acquires or renews the leader lease Name in one
+	// conditional write and returns the holder after the call. The lease is
+	// taken when no row exists or its lease expired on the database clock
+	// (Token grows by one, AcquiredAt is now); it is renewed when Owner holds
+	// it with Token and it has not expired. LeaseUntil becomes now + TTL in
+	// both cases. Otherwise nothing changes: the caller compares the returned
+	// Owner and Token with its own.
+	LeaderAttempt(ctx context.Context, params *LeaderParams) (*LeaderRow, error)
+	// LeaderResign ends the lease Name at once when Owner holds it with Token.
+	LeaderResign(ctx context.Context, params *LeaderParams) error
+
+	// PeriodicEnsure inserts the schedule row Name with NextRunAt when it is
+	// missing; when it exists with another Spec, it sets Spec and NextRunAt.
+	// It returns the row after the call.
+	PeriodicEnsure(ctx context.Context, params *PeriodicEnsureParams) (*PeriodicRow, error)
+	// PeriodicList returns every schedule row in name order.
+	PeriodicList(ctx context.Context) ([]*PeriodicRow, error)
+	// PeriodicAdvance moves schedule Name from From to Next in one
+	// conditional write: only while its NextRunAt equals From and the leader
+	// lease LeaderName is held with LeaderToken and unexpired on the database
+	// clock. It records LastRunAt = SlotAt and LastJobID (when not zero), and
+	// reports whether it wrote. Run it in the transaction that inserts the
+	// slot's job, so the job and the advance commit together or not at all.
+	PeriodicAdvance(ctx context.Context, params *PeriodicAdvanceParams) (bool, error)
+
 	// MigrationApplied returns the applied migration versions in order,
 	// creating the bookkeeping table when missing.
 	MigrationApplied(ctx context.Context) ([]int, error)
@@ -177,6 +237,12 @@ type JobInsertParams struct {
 	LeaseTTL time.Duration
 	// ScheduledAt is when the job may first run; nil means now (database clock).
 	ScheduledAt *time.Time
+	// UniqueFinished lists finished states (completed, discarded,
+	// cancelled) in which this job keeps holding its UniqueKey; by default
+	// only unfinished jobs (available, scheduled, running, retryable, stuck)
+	// hold a key. Stored with the job (a bitmask: 1 completed, 2 discarded,
+	// 4 cancelled) and enforced by the unique index.
+	UniqueFinished []leasetype.JobState
 }
 
 // JobInsertResult is the outcome of inserting one job.
@@ -197,6 +263,10 @@ type JobClaimParams struct {
 	DefaultLeaseTTL time.Duration
 	KindLeaseTTL    map[string]time.Duration
 	StuckKinds      []string
+	// Kinds, when not empty, restricts the claim to jobs of these kinds.
+	Kinds []string
+	// ExcludeKinds are never claimed.
+	ExcludeKinds []string
 }
 
 // JobHeartbeatParams renews leases.
@@ -306,4 +376,119 @@ type QueueRow struct {
 	// PausedAt is when the queue was paused; nil when it is active.
 	PausedAt  *time.Time
 	UpdatedAt time.Time
+}
+
+// JobCountRunningParams selects what JobCountRunning counts.
+type JobCountRunningParams struct {
+	Queue string
+	Kinds []string
+}
+
+// RunningCount is the number of running jobs with an unexpired lease.
+type RunningCount struct {
+	// Queue counts the jobs of the queue asked for.
+	Queue int64
+	// Kinds counts, per kind asked for, the jobs of that kind in every queue.
+	// Every kind asked for has an entry.
+	Kinds map[string]int64
+}
+
+// Limit scopes.
+const (
+	LimitScopeQueue = "queue"
+	LimitScopeKind  = "kind"
+)
+
+// LimitKey names a limit row: a queue's or a kind's.
+type LimitKey struct {
+	Scope string // LimitScopeQueue or LimitScopeKind
+	Name  string
+}
+
+// LimitRow is a locked limit row.
+type LimitRow struct {
+	Key LimitKey
+	// WindowStart is the start of the current rate window; nil before the first.
+	WindowStart *time.Time
+	// WindowCount is the jobs claimed in that window.
+	WindowCount int64
+	// Now is the database clock once the lock was held.
+	Now time.Time
+}
+
+// LimitSetWindowParams records a rate window.
+type LimitSetWindowParams struct {
+	Key         LimitKey
+	WindowStart time.Time
+	WindowCount int64
+}
+
+// JobCancelRequestedParams selects the cancellations a client must act on.
+type JobCancelRequestedParams struct {
+	Owner string
+}
+
+// LeaseRef names one lease: a job and its fencing token.
+type LeaseRef struct {
+	ID    int64
+	Token int64
+}
+
+// JobPruneParams selects finished jobs to delete.
+type JobPruneParams struct {
+	States    []leasetype.JobState
+	OlderThan time.Duration
+	Limit     int
+}
+
+// AttemptPruneParams selects attempt rows to delete.
+type AttemptPruneParams struct {
+	OlderThan time.Duration
+	Limit     int
+}
+
+// LeaderParams acquires, renews or resigns a leader lease.
+type LeaderParams struct {
+	Name  string
+	Owner string
+	// Token is the caller's current token (zero when it holds nothing).
+	Token int64
+	TTL   time.Duration
+}
+
+// LeaderRow is a leader lease.
+type LeaderRow struct {
+	Name       string
+	Owner      string
+	Token      int64
+	LeaseUntil time.Time
+	AcquiredAt time.Time
+}
+
+// PeriodicEnsureParams registers a schedule.
+type PeriodicEnsureParams struct {
+	Name      string
+	Spec      string
+	NextRunAt time.Time
+}
+
+// PeriodicRow is a schedule's stored state.
+type PeriodicRow struct {
+	Name      string
+	Spec      string
+	NextRunAt time.Time
+	LastRunAt *time.Time
+	LastJobID *int64
+	UpdatedAt time.Time
+}
+
+// PeriodicAdvanceParams moves a schedule to its next slot.
+type PeriodicAdvanceParams struct {
+	Name        string
+	From        time.Time
+	Next        time.Time
+	SlotAt      time.Time
+	LastJobID   int64
+	LeaderName  string
+	LeaderToken int64
 }

@@ -127,4 +127,8 @@ type JobRow struct {
 	CreatedAt time.Time `json:"created_at"`
 	// FinalizedAt is when the job reached a final or stuck state.
 	FinalizedAt *time.Time `json:"finalized_at,omitempty"`
+	// CancelRequestedAt is when cancellation of the running job was asked
+	// for (database clock); nil when it was not. Such a job ends cancelled
+	// unless its handler completes it first.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 }
