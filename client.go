@@ -97,7 +97,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 		sort.Strings(core.stuckKinds)
 		for name, q := range cfg.Queues {
-			core.producers[name] = newProducer(name, q.MaxWorkers)
+			core.producers[name] = newProducer(name, q.MaxWorkers, newFlowLimits(q, core.workers))
 		}
 	}
 	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
@@ -153,6 +153,9 @@ func (c *clientCore) Start(ctx context.Context) error {
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.goService(serviceCtx, watcher.Run)
+	cw := &cancelWatcher{exec: c.exec, leases: c.leases, owner: c.owner, interval: c.cfg.CancelCheckInterval, logger: c.logger, stats: &c.stats}
+	c.goService(serviceCtx, cw.run)
+	c.startLeaders(serviceCtx)
 
 	claimCtx, claimCancel := context.WithCancel(context.Background())
 	c.claimCancel = claimCancel

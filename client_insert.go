@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
@@ -78,7 +79,7 @@ func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, param
 	var n int
 	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
 		for i, p := range ps {
-			if p.UniqueKey != "" {
+			if p.UniqueKey != "" || len(p.UniqueFinished) > 0 {
 				return fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
 			}
 		}
@@ -215,6 +216,22 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 		at := o.ScheduledAt.UTC()
 		p.ScheduledAt = &at
 	}
+	if !o.UniqueOpts.isZero() {
+		if err := o.UniqueOpts.validate(); err != nil {
+			return nil, err
+		}
+		if o.UniqueOpts.derives() {
+			at := o.ScheduledAt
+			if at.IsZero() {
+				at = time.Now()
+			}
+			p.UniqueKey = o.UniqueOpts.uniqueKey(kind, o.Queue, o.UniqueKey, encoded, at)
+		}
+		if p.UniqueKey == "" {
+			return nil, fmt.Errorf("%w: UniqueOpts.ByState needs a unique key: set UniqueKey or one of ByArgs, ByQueue, ByPeriod", ErrInvalidArgs)
+		}
+		p.UniqueFinished = o.UniqueOpts.finishedStates()
+	}
 	return p, nil
 }
 
@@ -237,6 +254,9 @@ func mergeInsertOpts(base, over InsertOpts) InsertOpts {
 	}
 	if over.UniqueKey != "" {
 		base.UniqueKey = over.UniqueKey
+	}
+	if !over.UniqueOpts.isZero() {
+		base.UniqueOpts = over.UniqueOpts
 	}
 	if len(over.Metadata) > 0 {
 		m := maps.Clone(base.Metadata)

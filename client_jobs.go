@@ -142,10 +142,34 @@ func (c *clientCore) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow,
 	})
 }
 
-// JobCancel cancels a job that is waiting (available, scheduled, retryable)
-// or stuck. A running job cannot be cancelled this way.
+// JobCancel cancels a job. A waiting (available, scheduled, retryable) or
+// stuck job becomes cancelled at once. A running job gets a cancellation
+// request: the client holding its lease cancels the handler's context
+// (context.Cause is ErrJobCancelled) within its CancelCheckInterval, the
+// attempt is recorded as cancelled and the job never runs again — unless
+// the handler completes it first, or returns Permanent, which stand. The
+// returned row is then still running, with CancelRequestedAt set. A
+// finished job returns ErrJobState.
 func (c *clientCore) JobCancel(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	return c.setState(ctx, c.exec, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
+	// The job may move between running and waiting while we look; a few
+	// rounds settle it.
+	for range 3 {
+		row, err := c.setState(ctx, c.exec, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
+		if err == nil || !errors.Is(err, ErrJobState) || row == nil || row.State != leasetype.JobStateRunning {
+			return row, err
+		}
+		row, running, err := c.exec.JobCancelRunning(ctx, id)
+		if errors.Is(err, driver.ErrNotFound) {
+			return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("leasehold: cancel running job %d: %w", id, err)
+		}
+		if running {
+			return row, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: cannot cancel job %d: its state keeps changing", ErrJobState, id)
 }
 
 // JobDiscard discards a job that is waiting or stuck.

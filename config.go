@@ -53,6 +53,22 @@ type Config struct {
 	// default 1000.
 	CompleterMaxBatch int
 
+	// CancelCheckInterval is how often a client holding leases asks the
+	// database whether any of its jobs was cancelled from outside
+	// (JobCancel on a running job); default 250 ms. The handler's context
+	// is cancelled within this interval plus one round trip.
+	CancelCheckInterval time.Duration
+
+	// PeriodicJobs are enqueued on their schedules by the fleet's periodic
+	// leader; see PeriodicJob. Clients that configure periodic jobs elect
+	// one leader among themselves and should configure the same set.
+	PeriodicJobs []*PeriodicJob
+	// LeaderTTL is the lease of the periodic and maintenance leaders: a new
+	// leader takes over within it after the old one dies; default 15 s.
+	LeaderTTL time.Duration
+	// Retention prunes finished jobs and attempt history; see Retention.
+	Retention Retention
+
 	// Middleware wraps inserts and handler calls and observes heartbeats
 	// (tracing, metrics); see Middleware. The first is outermost.
 	Middleware []Middleware
@@ -65,6 +81,26 @@ type Config struct {
 type QueueConfig struct {
 	// MaxWorkers is the most jobs of the queue this client runs at once.
 	MaxWorkers int
+	// GlobalLimit, when positive, bounds how many jobs of the queue run at
+	// once across every client. It is enforced inside the claim (a locked
+	// limit row, a count of running jobs with unexpired leases, a claim of
+	// what fits, one transaction), so it holds under any concurrency; an
+	// expired lease frees its slot. Clients working the queue should agree
+	// on the value: each enforces its own.
+	GlobalLimit int
+	// RateLimit, when set, bounds how many jobs of the queue start per
+	// period across every client.
+	RateLimit *RateLimit
+}
+
+// RateLimit allows Limit job starts (claims) per Period, fleet-wide. Periods
+// are fixed windows aligned to the Unix epoch on the database clock, counted
+// in the queue's limit row: within one window no more than Limit jobs start;
+// across a window boundary up to 2×Limit may start within one Period. A
+// retry or a re-run after an expired lease counts as a new start.
+type RateLimit struct {
+	Limit  int
+	Period time.Duration
 }
 
 // withDefaults returns a copy of c with defaults filled in, validated.
@@ -95,6 +131,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	def(&out.PollInterval, time.Second)
 	def(&out.FetchCooldown, 2*time.Millisecond)
 	def(&out.WatcherInterval, time.Second)
+	def(&out.CancelCheckInterval, 250*time.Millisecond)
+	def(&out.LeaderTTL, 15*time.Second)
+	out.Retention = out.Retention.withDefaults()
 	if out.ExpiryPolicy == "" {
 		out.ExpiryPolicy = leasetype.ExpiryRetry
 	}
@@ -138,6 +177,16 @@ func (c *Config) validate() error {
 		return bad("intervals must not be negative")
 	case c.CompleterMaxBatch < 1:
 		return bad("CompleterMaxBatch %d is below 1", c.CompleterMaxBatch)
+	case c.CancelCheckInterval < 0:
+		return bad("CancelCheckInterval must not be negative")
+	case c.LeaderTTL < minLeaseTTL:
+		return bad("LeaderTTL %s is below the minimum %s", c.LeaderTTL, minLeaseTTL)
+	}
+	if err := c.Retention.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := validatePeriodicJobs(c.PeriodicJobs); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	for name, q := range c.Queues {
 		if err := validateName("queue", name); err != nil {
@@ -145,6 +194,12 @@ func (c *Config) validate() error {
 		}
 		if q.MaxWorkers < 1 {
 			return bad("queue %q: MaxWorkers %d is below 1", name, q.MaxWorkers)
+		}
+		if q.GlobalLimit < 0 {
+			return bad("queue %q: GlobalLimit %d is negative", name, q.GlobalLimit)
+		}
+		if r := q.RateLimit; r != nil && (r.Limit < 1 || r.Period < time.Millisecond) {
+			return bad("queue %q: RateLimit needs Limit ≥ 1 and Period ≥ 1ms (got %d per %s)", name, r.Limit, r.Period)
 		}
 	}
 	if c.Workers != nil && len(c.Queues) == 0 {

@@ -25,6 +25,9 @@ var (
 	// ErrClientStopping is the cause of a handler's context cancelled by
 	// StopAndCancel or by Stop after its context ended.
 	ErrClientStopping = errors.New("leasehold: client stopping")
+	// ErrJobCancelled is the cause of a handler's context cancelled because
+	// JobCancel was called on its running job.
+	ErrJobCancelled = errors.New("leasehold: job cancelled by request")
 	// ErrJobState is wrapped when an operator action does not apply to the
 	// job's current state (retrying a running job, resolving a job that is not stuck).
 	ErrJobState = errors.New("leasehold: action not allowed in job's state")

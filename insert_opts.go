@@ -27,6 +27,9 @@ type InsertOpts struct {
 	// completed, discarded or cancelled, inserting another returns the
 	// existing job with UniqueSkipped set instead of inserting.
 	UniqueKey string
+	// UniqueOpts makes the job unique by its args, queue or period, and
+	// can keep the key held in finished states; see UniqueOpts.
+	UniqueOpts UniqueOpts
 }
 
 // InsertManyParams is one job of a batch insert.

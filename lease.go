@@ -9,6 +9,21 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// requestCancel cancels the handler because the job was cancelled from
+// outside. It reports whether this call was the first to do so.
+func (l *lease) requestCancel() bool {
+	if !l.cancelRequested.CompareAndSwap(false, true) {
+		return false
+	}
+	l.mu.Lock()
+	cancel := l.cancel
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(ErrJobCancelled)
+	}
+	return true
+}
+
 // lease is a job this client holds: the claimed row, the local deadline
 // before which it may act, and the handle to cancel its handler.
 //
@@ -30,6 +45,9 @@ type lease struct {
 	done       atomic.Bool // handler returned: no more heartbeats
 	completing atomic.Bool // CompleteTx wrote the completion in a user transaction
 	lost       atomic.Bool // lease known lost: write nothing more
+	// cancelRequested: JobCancel was called on the running job; its handler's
+	// context is cancelled with ErrJobCancelled.
+	cancelRequested atomic.Bool
 }
 
 func newLease(row *leasetype.JobRow, ttl time.Duration, entry *workerEntry, sentAt time.Time) *lease {
@@ -57,8 +75,12 @@ func (l *lease) times() (deadline, renewDue time.Time) {
 // lease was already lost (the handler must not start).
 func (l *lease) setCancel(cancel context.CancelCauseFunc) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.cancel = cancel
+	l.mu.Unlock()
+	// A cancellation requested before the handler started applies to it.
+	if l.cancelRequested.Load() {
+		cancel(ErrJobCancelled)
+	}
 	return !l.lost.Load()
 }
 
@@ -116,6 +138,13 @@ func (s *leaseSet) get(id, token int64) *lease {
 		return l
 	}
 	return nil
+}
+
+// any reports whether the set holds a lease.
+func (s *leaseSet) any() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID) > 0
 }
 
 func (s *leaseSet) snapshot() []*lease {

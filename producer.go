@@ -15,15 +15,17 @@ import (
 type producer struct {
 	queue      string
 	maxWorkers int
+	flow       *flowLimits // fleet-wide limits; nil or empty when none
 	wake       chan struct{}
 
 	mu      sync.Mutex
 	running int
-	backlog bool // the last claim was full: more jobs are probably waiting
+	backlog bool          // the last claim was full or capped: more jobs are probably waiting
+	retryIn time.Duration // a rate window opens again after this; zero when not rate-capped
 }
 
-func newProducer(queue string, maxWorkers int) *producer {
-	return &producer{queue: queue, maxWorkers: maxWorkers, wake: make(chan struct{}, 1)}
+func newProducer(queue string, maxWorkers int, flow *flowLimits) *producer {
+	return &producer{queue: queue, maxWorkers: maxWorkers, flow: flow, wake: make(chan struct{}, 1)}
 }
 
 // wakeup asks for a claim soon. It never blocks.
@@ -41,12 +43,26 @@ func (p *producer) free() int {
 	return p.maxWorkers - p.running
 }
 
-// started records n claimed jobs and whether the claim was full.
-func (p *producer) started(n int, full bool) {
+// started records n claimed jobs, whether the claim was full (or capped by
+// a fleet-wide limit), and when a rate window opens again.
+func (p *producer) started(n int, full bool, retryIn time.Duration) {
 	p.mu.Lock()
 	p.running += n
 	p.backlog = full
+	p.retryIn = retryIn
 	p.mu.Unlock()
+}
+
+// nextPoll is the wait before the next claim when nothing wakes the loop:
+// the poll interval, or less when a rate window opens sooner, or a limited
+// queue's slots may free on other clients (they cannot wake this one).
+func (p *producer) nextPoll(poll time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.retryIn > 0 && p.retryIn < poll {
+		return p.retryIn
+	}
+	return poll
 }
 
 // jobDone frees a worker and wakes the loop when a backlog remains.
@@ -92,7 +108,7 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			default:
 			}
 		}
-		poll.Reset(c.cfg.PollInterval)
+		poll.Reset(p.nextPoll(c.cfg.PollInterval))
 		sleepCtx(ctx, c.cfg.FetchCooldown)
 	}
 }

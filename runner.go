@@ -14,12 +14,24 @@ import (
 // claimAndStart claims up to limit jobs of p's queue and starts a handler
 // goroutine for each.
 func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) error {
+	// The local lease deadline counts from before the claim was sent: the
+	// database computed the lease's expiry at or after this moment.
 	sentAt := time.Now()
-	rows, err := c.exec.JobClaim(ctx, c.claimParams(p.queue, limit))
-	if err != nil {
-		return err
+	var res claimResult
+	if p.flow.limited() {
+		var err error
+		if res, err = c.claimLimited(ctx, p.queue, p.flow, limit); err != nil {
+			return err
+		}
+	} else {
+		rows, err := c.exec.JobClaim(ctx, c.claimParams(p.queue, limit))
+		if err != nil {
+			return err
+		}
+		res.rows = rows
 	}
-	p.started(len(rows), len(rows) == limit)
+	rows := res.rows
+	p.started(len(rows), len(rows) == limit || res.capped, res.retryIn)
 	c.stats.claimed.Add(int64(len(rows)))
 	for _, row := range rows {
 		entry := c.workers[row.Kind]
@@ -72,6 +84,16 @@ func (c *clientCore) runJob(p *producer, l *lease) {
 	l.done.Store(true)
 	c.stats.observeDuration(time.Since(start))
 
+	if err != nil && l.cancelRequested.Load() && !l.lost.Load() {
+		// Cancelled from outside: the job ends cancelled, whatever error the
+		// interrupted handler returned (the database would turn a retry
+		// into cancelled anyway). A Permanent error is still a discard.
+		var perm *permanentError
+		if !errors.As(err, &perm) {
+			c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: "cancelled by request: " + err.Error()})
+			return
+		}
+	}
 	if l.lost.Load() && err != nil {
 		// The handler most likely failed because its lease was lost: that is
 		// an expiry, which the watcher records, not a handler error.

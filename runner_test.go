@@ -105,7 +105,7 @@ func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 	go c.completer.run(serviceCtx)
 	c.workCtx = serviceCtx
 	c.stopping.Store(true)
-	p := newProducer(defaultQueue, 1)
+	p := newProducer(defaultQueue, 1, nil)
 	if err := c.claimAndStart(ctx, p, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,12 @@ type Stats struct {
 	Failed int64 `json:"failed"`
 	// Discarded counts jobs this client discarded (permanent error, attempts exhausted, bad args).
 	Discarded int64 `json:"discarded"`
-	// Cancelled counts jobs cancelled by their handler.
+	// Cancelled counts jobs this client ended as cancelled (by their
+	// handler, or by a cancellation request on the running job).
 	Cancelled int64 `json:"cancelled"`
+	// CancelRequests counts running jobs whose handler this client
+	// interrupted because JobCancel was called on them.
+	CancelRequests int64 `json:"cancel_requests"`
 	// Snoozed counts snoozes.
 	Snoozed int64 `json:"snoozed"`
 	// Released counts leases given back unworked.
@@ -33,6 +37,10 @@ type Stats struct {
 	Expired int64 `json:"expired"`
 	// HeartbeatStatements counts batched renewal statements sent.
 	HeartbeatStatements int64 `json:"heartbeat_statements"`
+	// PeriodicEnqueued counts periodic jobs this client enqueued as leader.
+	PeriodicEnqueued int64 `json:"periodic_enqueued"`
+	// Pruned counts finished jobs and attempt rows this client's retention deleted.
+	Pruned int64 `json:"pruned"`
 	// HandlerTime is the total time spent in handlers.
 	HandlerTime time.Duration `json:"handler_time"`
 }
@@ -40,6 +48,7 @@ type Stats struct {
 type statsCounters struct {
 	claimed, completed, failed, discarded, cancelled, snoozed, released atomic.Int64
 	leasesLost, fencedWrites, expired, heartbeats, handlerNanos         atomic.Int64
+	cancelRequests, periodicEnqueued, pruned                            atomic.Int64
 }
 
 func (s *statsCounters) observeDuration(d time.Duration) { s.handlerNanos.Add(int64(d)) }
@@ -69,6 +78,7 @@ func (s *statsCounters) snapshot() Stats {
 		Discarded: s.discarded.Load(), Cancelled: s.cancelled.Load(), Snoozed: s.snoozed.Load(),
 		Released: s.released.Load(), LeasesLost: s.leasesLost.Load(), FencedWrites: s.fencedWrites.Load(),
 		Expired: s.expired.Load(), HeartbeatStatements: s.heartbeats.Load(),
+		CancelRequests: s.cancelRequests.Load(), PeriodicEnqueued: s.periodicEnqueued.Load(), Pruned: s.pruned.Load(),
 		HandlerTime: time.Duration(s.handlerNanos.Load()),
 	}
 }

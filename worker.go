@@ -45,6 +45,15 @@ type WorkerOpts struct {
 	Retry RetryPolicy
 	// Timeout, when positive, cancels the handler's context after it.
 	Timeout time.Duration
+	// GlobalLimit, when positive, bounds how many jobs of this kind run at
+	// once across every client and queue (e.g. at most 5 charges to one
+	// payment provider in the whole fleet). It is enforced inside the claim:
+	// a claimer locks the kind's limit row, counts the running jobs whose
+	// lease has not expired, and claims only what fits, in one transaction.
+	// An expired lease frees its slot, so a crashed worker does not hold one
+	// forever. Every client with this worker should set the same value: each
+	// enforces its own.
+	GlobalLimit int
 }
 
 // Workers is the registry of workers a client runs. Add workers with
@@ -131,6 +140,8 @@ func (o WorkerOpts) validate(kind string) error {
 		return fmt.Errorf("%w: worker %q: MaxAttempts %d is negative", ErrInvalidConfig, kind, o.MaxAttempts)
 	case o.Timeout < 0:
 		return fmt.Errorf("%w: worker %q: Timeout %s is negative", ErrInvalidConfig, kind, o.Timeout)
+	case o.GlobalLimit < 0:
+		return fmt.Errorf("%w: worker %q: GlobalLimit %d is negative", ErrInvalidConfig, kind, o.GlobalLimit)
 	}
 	return nil
 }

@@ -1,0 +1,151 @@
+package leasehold
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// flowLimits are the fleet-wide limits that apply to one queue's claims on
+// this client: the queue's own and those of the kinds this client works.
+type flowLimits struct {
+	queueLimit int        // 0: none
+	rate       *RateLimit // nil: none
+	kindLimits map[string]int
+	kinds      []string // keys of kindLimits, sorted: the lock order
+}
+
+// limited reports whether claims need the locked, counted path.
+func (f *flowLimits) limited() bool {
+	return f != nil && (f.queueLimit > 0 || f.rate != nil || len(f.kindLimits) > 0)
+}
+
+// newFlowLimits collects the limits of queue q on this client.
+func newFlowLimits(q QueueConfig, workers map[string]*workerEntry) *flowLimits {
+	f := &flowLimits{queueLimit: q.GlobalLimit, rate: q.RateLimit, kindLimits: map[string]int{}}
+	for kind, e := range workers {
+		if e.opts.GlobalLimit > 0 {
+			f.kindLimits[kind] = e.opts.GlobalLimit
+			f.kinds = append(f.kinds, kind)
+		}
+	}
+	slices.Sort(f.kinds)
+	return f
+}
+
+// claimResult is what one claim of a queue produced.
+type claimResult struct {
+	rows []*leasetype.JobRow
+	// capped is set when a fleet-wide limit, not the free workers, bounded
+	// the claim: jobs may be waiting that this claim was not allowed to take.
+	capped bool
+	// retryIn, when positive, is when a rate window opens again.
+	retryIn time.Duration
+}
+
+// claimLimited claims up to limit jobs of a queue with fleet-wide limits, in
+// one transaction: lock the limit rows (queue first, then kinds in name
+// order, the same order on every client, so claimers never deadlock),
+// count the running jobs with unexpired leases, claim what fits, record the
+// rate window, commit. The next claimer's count runs after this commit, so
+// it sees these jobs running: the limit holds under any concurrency.
+func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimits, limit int) (res claimResult, err error) {
+	tx, err := c.exec.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("begin limited claim: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+
+	var keys []driver.LimitKey
+	if f.queueLimit > 0 || f.rate != nil {
+		keys = append(keys, driver.LimitKey{Scope: driver.LimitScopeQueue, Name: queue})
+	}
+	for _, kind := range f.kinds {
+		keys = append(keys, driver.LimitKey{Scope: driver.LimitScopeKind, Name: kind})
+	}
+	locked, err := tx.LimitLock(ctx, keys)
+	if err != nil {
+		return res, fmt.Errorf("lock limits: %w", err)
+	}
+	now := locked[0].Now
+
+	// The rate window: fixed, epoch-aligned, on the database clock.
+	var window time.Time
+	var windowCount int64
+	if f.rate != nil {
+		window = now.Truncate(f.rate.Period)
+		row := locked[0]
+		if row.WindowStart != nil && row.WindowStart.Equal(window) {
+			windowCount = row.WindowCount
+		}
+		if left := int64(f.rate.Limit) - windowCount; left < int64(limit) {
+			limit = int(max(left, 0))
+			res.capped = true
+			res.retryIn = window.Add(f.rate.Period).Sub(now)
+		}
+	}
+
+	counts, err := tx.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue, Kinds: f.kinds})
+	if err != nil {
+		return res, fmt.Errorf("count running jobs: %w", err)
+	}
+	if f.queueLimit > 0 {
+		if left := int64(f.queueLimit) - counts.Queue; left < int64(limit) {
+			limit = int(max(left, 0))
+			res.capped = true
+		}
+	}
+
+	// Kinds with free slots are claimed one statement each, bounded by
+	// their slots; the rest of the queue in one statement without them.
+	base := c.claimParams(queue, 0)
+	for _, kind := range f.kinds {
+		if limit <= 0 {
+			break
+		}
+		free := int64(f.kindLimits[kind]) - counts.Kinds[kind]
+		if free <= 0 {
+			res.capped = true
+			continue
+		}
+		p := *base
+		p.Max, p.Kinds = int(min(free, int64(limit))), []string{kind}
+		rows, err := tx.JobClaim(ctx, &p)
+		if err != nil {
+			return res, err
+		}
+		if int64(len(rows)) == free {
+			res.capped = true
+		}
+		res.rows = append(res.rows, rows...)
+		limit -= len(rows)
+	}
+	if limit > 0 {
+		p := *base
+		p.Max, p.ExcludeKinds = limit, f.kinds
+		rows, err := tx.JobClaim(ctx, &p)
+		if err != nil {
+			return res, err
+		}
+		res.rows = append(res.rows, rows...)
+	}
+
+	if f.rate != nil && len(res.rows) > 0 {
+		err = tx.LimitSetWindow(ctx, &driver.LimitSetWindowParams{Key: keys[0], WindowStart: window, WindowCount: windowCount + int64(len(res.rows))})
+		if err != nil {
+			return res, fmt.Errorf("record rate window: %w", err)
+		}
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("commit limited claim: %w", err)
+	}
+	return res, nil
+}
