@@ -28,6 +28,15 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"UniqueInsert", testClientUniqueInsert[TTx]},
 		{"Wakeups", testClientWakeups[TTx]},
 		{"QueuePause", testClientQueuePause[TTx]},
+		{"GlobalLimit", testClientGlobalLimit[TTx]},
+		{"KindLimit", testClientKindLimit[TTx]},
+		{"RateLimit", testClientRateLimit[TTx]},
+		{"CancelRunning", testClientCancelRunning[TTx]},
+		{"CancelCrashedHolder", testClientCancelCrashedHolder[TTx]},
+		{"PeriodicLeaderKilled", testClientPeriodicLeaderKilled[TTx]},
+		{"PeriodicRestart", testClientPeriodicRestart[TTx]},
+		{"Retention", testClientRetention[TTx]},
+		{"UniqueOpts", testClientUniqueOpts[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run("Client/"+tc.name, func(t *testing.T) {

@@ -1,0 +1,247 @@
+package drivertest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// flowArgs is a short job whose worker measures how many of its kind run at
+// once, across every client of the test (they share one process).
+type flowArgs struct {
+	N int `json:"n"`
+}
+
+func (flowArgs) Kind() string { return "drivertest_flow" }
+
+// flowOtherArgs is a second kind in the same queue.
+type flowOtherArgs struct {
+	N int `json:"n"`
+}
+
+func (flowOtherArgs) Kind() string { return "drivertest_flow_other" }
+
+// concurrency counts handlers running now and the most seen at once.
+type concurrency struct {
+	now, peak atomic.Int64
+	done      atomic.Int64
+	starts    sync.Map // job ID → start count
+}
+
+func (c *concurrency) enter(id int64) {
+	n := c.now.Add(1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	v, _ := c.starts.LoadOrStore(id, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func (c *concurrency) leave() {
+	c.now.Add(-1)
+	c.done.Add(1)
+}
+
+// work holds the job for d, or until its context ends.
+func (c *concurrency) work(ctx context.Context, id int64, d time.Duration) error {
+	c.enter(id)
+	defer c.leave()
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// testClientGlobalLimit: a fleet-wide limit of 3 on a queue is never
+// exceeded — neither by handlers running at once nor by running jobs with
+// live leases sampled from the database — while 4 clients with 50 workers
+// each drain 5,000 jobs and one of them is killed part-way.
+func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
+	const (
+		limit    = 3
+		clients  = 4
+		jobs     = 5000
+		workTime = 200 * time.Microsecond
+	)
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	var cc concurrency
+	workers := leasehold.NewWorkers()
+	leasehold.AddWorker(workers, leasehold.WorkFunc[flowArgs](func(ctx context.Context, j *leasehold.Job[flowArgs]) error {
+		return cc.work(ctx, j.ID, workTime)
+	}))
+	cfg := func(id string) leasehold.Config {
+		return leasehold.Config{
+			ID: id, LeaseTTL: time.Second, Workers: workers,
+			Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 50, GlobalLimit: limit}},
+		}
+	}
+	fd := newFaultDriver(env.d)
+	victim := env.client(fd, cfg("victim"))
+	for i := range clients - 1 {
+		env.client(nil, cfg(fmt.Sprintf("survivor-%d", i)))
+	}
+
+	// Sample the database: running jobs whose lease is live.
+	var dbPeak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			n, err := env.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: leasehold.DefaultQueue})
+			if err == nil && n.Queue > dbPeak.Load() {
+				dbPeak.Store(n.Queue)
+			}
+		}
+	}()
+
+	params := make([]leasehold.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = leasehold.InsertManyParams{Args: flowArgs{N: i}}
+	}
+	if _, err := victim.InsertManyFast(ctx, params); err != nil {
+		t.Fatalf("InsertManyFast: %v", err)
+	}
+	waitFor(t, 60*time.Second, func() bool { return cc.done.Load() >= jobs/3 }, func() string {
+		return fmt.Sprintf("%d of %d jobs done before the kill", cc.done.Load(), jobs)
+	})
+	fd.set(faultPartition)
+	killedAt := cc.done.Load()
+
+	waitFor(t, 240*time.Second, func() bool {
+		counts, err := env.exec.JobCountByState(ctx)
+		if err != nil {
+			return false
+		}
+		for _, c := range counts {
+			if c.State == leasetype.JobStateCompleted && c.Count == jobs {
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("%d handler runs, not all %d jobs completed", cc.done.Load(), jobs) })
+	close(stop)
+	<-sampled
+
+	if p := cc.peak.Load(); p > limit {
+		t.Fatalf("%d handlers ran at once, global limit %d", p, limit)
+	}
+	if p := dbPeak.Load(); p > limit {
+		t.Fatalf("the database showed %d running jobs with live leases, global limit %d", p, limit)
+	}
+	if cc.peak.Load() < limit {
+		t.Fatalf("at most %d handlers ran at once: the limit of %d was never reached, so the test proves nothing", cc.peak.Load(), limit)
+	}
+	t.Logf("%d jobs, peak %d handlers / %d live leases (limit %d), victim killed after %d", jobs, cc.peak.Load(), dbPeak.Load(), limit, killedAt)
+}
+
+// testClientKindLimit: a fleet-wide limit on one kind holds across two
+// clients and leaves the other kinds of the queue unlimited.
+func testClientKindLimit[TTx any](t *testing.T, b Backend[TTx]) {
+	const kindLimit = 2
+	env := newClientEnv(t, b)
+	var limited, free concurrency
+	workers := leasehold.NewWorkers()
+	leasehold.AddWorkerWithOpts(workers, leasehold.WorkFunc[flowArgs](func(ctx context.Context, j *leasehold.Job[flowArgs]) error {
+		return limited.work(ctx, j.ID, 5*time.Millisecond)
+	}), &leasehold.WorkerOpts{GlobalLimit: kindLimit})
+	leasehold.AddWorker(workers, leasehold.WorkFunc[flowOtherArgs](func(ctx context.Context, j *leasehold.Job[flowOtherArgs]) error {
+		return free.work(ctx, j.ID, 20*time.Millisecond)
+	}))
+	cfg := leasehold.Config{Workers: workers, Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 10}}}
+	a := env.client(nil, cfg)
+	env.client(nil, cfg)
+	var params []leasehold.InsertManyParams
+	for i := range 100 {
+		params = append(params, leasehold.InsertManyParams{Args: flowArgs{N: i}}, leasehold.InsertManyParams{Args: flowOtherArgs{N: i}})
+	}
+	if _, err := a.InsertManyFast(context.Background(), params); err != nil {
+		t.Fatalf("InsertManyFast: %v", err)
+	}
+	waitFor(t, 60*time.Second, func() bool { return limited.done.Load() >= 100 && free.done.Load() >= 100 }, func() string {
+		return fmt.Sprintf("limited kind %d/100 done, free kind %d/100", limited.done.Load(), free.done.Load())
+	})
+	if p := limited.peak.Load(); p > kindLimit || p < kindLimit {
+		t.Fatalf("limited kind peaked at %d handlers at once, want exactly its limit %d", p, kindLimit)
+	}
+	if p := free.peak.Load(); p <= kindLimit {
+		t.Fatalf("unlimited kind peaked at %d handlers at once: the kind limit throttled the whole queue", p)
+	}
+}
+
+// testClientRateLimit: a queue limited to 10 starts per 500 ms across two
+// clients starts no more than that, within one period's tolerance.
+func testClientRateLimit[TTx any](t *testing.T, b Backend[TTx]) {
+	const (
+		rate   = 10
+		period = 500 * time.Millisecond
+		jobs   = 50
+	)
+	env := newClientEnv(t, b)
+	var cc concurrency
+	workers := leasehold.NewWorkers()
+	leasehold.AddWorker(workers, leasehold.WorkFunc[flowArgs](func(ctx context.Context, j *leasehold.Job[flowArgs]) error {
+		return cc.work(ctx, j.ID, time.Millisecond)
+	}))
+	cfg := leasehold.Config{Workers: workers, Queues: map[string]leasehold.QueueConfig{
+		leasehold.DefaultQueue: {MaxWorkers: 20, RateLimit: &leasehold.RateLimit{Limit: rate, Period: period}},
+	}}
+	a := env.client(nil, cfg)
+	env.client(nil, cfg)
+	params := make([]leasehold.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = leasehold.InsertManyParams{Args: flowArgs{N: i}}
+	}
+	if _, err := a.InsertManyFast(context.Background(), params); err != nil {
+		t.Fatalf("InsertManyFast: %v", err)
+	}
+	waitFor(t, 30*time.Second, func() bool { return cc.done.Load() >= jobs }, func() string {
+		return fmt.Sprintf("%d of %d jobs done", cc.done.Load(), jobs)
+	})
+	rows, err := env.exec.JobList(context.Background(), &driver.JobListParams{Limit: jobs})
+	if err != nil {
+		t.Fatalf("JobList: %v", err)
+	}
+	var starts []time.Time
+	for _, r := range rows {
+		if r.LeasedAt == nil {
+			t.Fatalf("job %d has no lease time", r.ID)
+		}
+		starts = append(starts, *r.LeasedAt)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	// Fixed windows allow up to twice the limit across a boundary; never more.
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < period; j++ {
+			n++
+		}
+		if n > 2*rate {
+			t.Fatalf("%d jobs started within %s from %s: rate limit %d per %s exceeded beyond one period's tolerance", n, period, starts[i].Format(time.RFC3339Nano), rate, period)
+		}
+	}
+	// 50 starts at 10 per window need at least 5 windows: 4 full periods
+	// between the first start and the last.
+	if spread := starts[len(starts)-1].Sub(starts[0]); spread < (jobs/rate-1)*period-period/5 {
+		t.Fatalf("%d jobs started within %s; a rate of %d per %s needs at least %s", jobs, spread, rate, period, (jobs/rate-1)*period)
+	}
+}
