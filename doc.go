@@ -106,7 +106,74 @@ available, scheduled, running, retryable or stuck, inserting another with the
 same key inserts nothing and returns the existing job with UniqueSkipped set.
 A unique index enforces this, so it holds under concurrent inserts in any
 number of processes. Once the job is completed, discarded or cancelled the
-key is free again.
+key is free again — unless InsertOpts.UniqueOpts.ByState names that state.
+
+InsertOpts.UniqueOpts derives the key from what the job is: its kind always,
+plus its encoded args (ByArgs), its queue (ByQueue), and the period it falls
+in (ByPeriod: ScheduledAt, else the inserting client's clock, truncated to
+the period from the Unix epoch). The same index enforces it, so the same
+guarantee holds. ByState adds finished states (completed, discarded,
+cancelled) that keep holding the key, recorded with each job: a job
+inserted with ByState [completed] blocks its key after it completes, until
+retention deletes it. Not guaranteed: uniqueness of jobs inserted with
+different UniqueOpts, or of args that encode differently (a map is encoded
+with sorted keys, a struct in field order).
+
+# Cancelling a running job
+
+JobCancel on a running job records a cancellation request in the job's row.
+The client holding the lease polls for requests every CancelCheckInterval
+(250 ms by default, on every backend) and cancels the handler's context
+with cause ErrJobCancelled. The attempt is recorded as cancelled and the job
+never runs again: the database turns any retry, snooze or release of a job
+with a request into cancelled, and an expired lease of such a job too (a
+crashed holder). A handler that returns nil (the work was done) completes
+the job, and Permanent discards it: those outcomes stand.
+
+# Fleet-wide limits
+
+QueueConfig.GlobalLimit bounds the running jobs of a queue across every
+client; WorkerOpts.GlobalLimit bounds a kind across every client and
+queue; QueueConfig.RateLimit bounds the jobs of a queue started per period.
+A client that has any of them claims in a short transaction: it locks the
+limit rows (queue, then kinds in name order), counts the running jobs whose
+lease has not expired on the database clock, claims only what fits, records
+the rate window, and commits. The next claimer's count runs after that
+commit, so the limit is never exceeded, whatever the number of clients. An
+expired lease frees its slot: a crashed worker holds none once its lease
+runs out (its handler, cancelled at the local deadline, has stopped by then
+if it honours its context). Rate windows are fixed and aligned to the epoch
+on the database clock: at most Limit starts per window, so at most 2×Limit
+in any span of one Period. Each client enforces the limits it is
+configured with; configure the same values everywhere. Limited claims cost
+a few statements and serialise on the limit row; unlimited queues keep the
+single-statement claim.
+
+# Periodic jobs and leaders
+
+Config.PeriodicJobs are enqueued on cron or interval schedules (package
+cron), once per slot in the whole fleet. The schedule's next slot is stored
+in leasehold_periodic, so a restart never skips one. Clients with periodic
+jobs elect a leader through a lease row (leasehold_leader) with a fencing
+token; the leader inserts the slot's job (unique key
+"periodic:<name>:<slot>") and advances the stored slot in one transaction,
+and the advance is a conditional write on the previous slot and on the
+leader's token and unexpired lease. Two clients can therefore never enqueue
+the same slot, even when a paused leader wakes up after a new one took
+over. A dead leader is replaced within about 7/6 of Config.LeaderTTL (15 s
+by default); slots that pass meanwhile follow the schedule's MissedRunPolicy:
+CatchUpOnce runs one job for them (metadata periodic_missed counts them),
+SkipMissed skips them. Job dependencies (a job waiting for others) are out
+of scope.
+
+# Retention
+
+The maintenance leader (another lease row, among all started clients)
+deletes completed jobs after Config.Retention.Completed (24 h by default),
+cancelled and discarded jobs after 7 days, and attempt rows after 30 days,
+in batches of 1,000. A negative duration keeps rows forever. Stuck, waiting
+and running jobs are never deleted. The attempt history is kept apart from
+the jobs, on its own retention.
 
 # Transactions
 
