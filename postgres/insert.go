@@ -79,6 +79,7 @@ func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertPa
 		maxAttempts = make([]int32, n)
 		ttls        = make([]pgtype.Int8, n)
 		scheduled   = make([]pgtype.Timestamptz, n)
+		uniqueFin   = make([]int16, n)
 	)
 	for k, i := range which {
 		p := params[i]
@@ -93,9 +94,10 @@ func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertPa
 		if p.ScheduledAt != nil {
 			scheduled[k] = pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true}
 		}
+		uniqueFin[k] = uniqueFinishedMask(p.UniqueFinished)
 	}
 	rows, err := e.db.Query(ctx, sqlJobInsertMany,
-		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled)
+		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", translate(err))
 	}
@@ -115,8 +117,8 @@ func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertPa
 	return inserted, nil
 }
 
-// resolveSkipped fills results for the skipped rows with the unfinished jobs
-// that hold their unique keys. It returns the rows whose key holder finished
+// resolveSkipped fills results for the skipped rows with the jobs that hold
+// their unique keys (by the index's rule, uniqueKeyHeld). It returns the rows whose key holder finished
 // in the meantime: they must be inserted again.
 func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInsertParams, skipped []int, results []*driver.JobInsertResult) ([]int, error) {
 	if len(skipped) == 0 {
@@ -129,7 +131,7 @@ func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInser
 		}
 		keys = append(keys, params[i].UniqueKey)
 	}
-	rows, err := e.db.Query(ctx, sqlJobGetUnfinishedByKeys, keys)
+	rows, err := e.db.Query(ctx, sqlJobGetHoldersByKeys, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
 	}
@@ -186,7 +188,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 			rows[i] = []any{
 				p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
 				p.EncodedArgs, metadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
-				leaseTTLParam(p.LeaseTTL), at,
+				leaseTTLParam(p.LeaseTTL), at, uniqueFinishedMask(p.UniqueFinished),
 			}
 		}
 		var err error
@@ -232,4 +234,22 @@ func metadataOrEmpty(m []byte) []byte {
 // leaseTTLParam is the lease_ttl_ms value for a per-job TTL: NULL for zero.
 func leaseTTLParam(ttl time.Duration) pgtype.Int8 {
 	return pgtype.Int8{Int64: ttl.Milliseconds(), Valid: ttl > 0}
+}
+
+// uniqueFinishedMask encodes the finished states in which a job keeps its
+// unique key as the unique_finished bitmask. Other states are ignored: the
+// client validates the list, and unfinished states hold the key anyway.
+func uniqueFinishedMask(states []leasetype.JobState) int16 {
+	var mask int16
+	for _, s := range states {
+		switch s {
+		case leasetype.JobStateCompleted:
+			mask |= 1
+		case leasetype.JobStateDiscarded:
+			mask |= 2
+		case leasetype.JobStateCancelled:
+			mask |= 4
+		}
+	}
+	return mask
 }

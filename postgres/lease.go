@@ -22,12 +22,11 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 		kinds = append(kinds, kind)
 		ttls = append(ttls, ttl.Milliseconds())
 	}
-	stuckKinds := params.StuckKinds
-	if stuckKinds == nil {
-		stuckKinds = []string{}
-	}
+	// pgx sends a nil slice as NULL, and the claim's filters are written
+	// for arrays: NULL would match nothing.
 	rows, err := e.db.Query(ctx, sqlJobClaim, params.Queue, params.Max, params.Owner,
-		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), stuckKinds)
+		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), nonNil(params.StuckKinds),
+		nonNil(params.Kinds), nonNil(params.ExcludeKinds))
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", translate(err))
 	}
@@ -124,4 +123,13 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 		return nil, fmt.Errorf("expire leases: %w", translate(err))
 	}
 	return jobs, nil
+}
+
+// nonNil returns s, or an empty slice for nil: pgx encodes a nil slice as
+// NULL, an empty one as an empty array.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -15,7 +15,8 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata,
 	coalesce(unique_key, ''), attempt, max_attempts, errors, expiries,
 	coalesce(last_error, ''), lease_token, coalesce(lease_owner, ''),
 	leased_at, lease_until, heartbeat_at, heartbeats,
-	coalesce(lease_ttl_ms, 0), expiry_policy, scheduled_at, created_at, finalized_at`
+	coalesce(lease_ttl_ms, 0), expiry_policy, scheduled_at, created_at, finalized_at,
+	cancel_requested_at`
 
 // attemptColumns is the select list scanAttempt reads, in its order.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -34,7 +35,8 @@ func scanJob(row pgx.Row, lead ...any) (*leasetype.JobRow, error) {
 		&j.UniqueKey, &j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries,
 		&j.LastError, &j.LeaseToken, &j.LeaseOwner,
 		&j.LeasedAt, &j.LeaseUntil, &j.HeartbeatAt, &j.Heartbeats,
-		&ttlMS, &pol, &j.ScheduledAt, &j.CreatedAt, &j.FinalizedAt)
+		&ttlMS, &pol, &j.ScheduledAt, &j.CreatedAt, &j.FinalizedAt,
+		&j.CancelRequestedAt)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -47,6 +49,7 @@ func scanJob(row pgx.Row, lead ...any) (*leasetype.JobRow, error) {
 	j.LeaseUntil = utcPtr(j.LeaseUntil)
 	j.HeartbeatAt = utcPtr(j.HeartbeatAt)
 	j.FinalizedAt = utcPtr(j.FinalizedAt)
+	j.CancelRequestedAt = utcPtr(j.CancelRequestedAt)
 	return &j, nil
 }
 

@@ -28,7 +28,8 @@ FROM leasehold_attempt WHERE job_id = $1 ORDER BY token`
 // sqlJobSetState is an operator's state change: $1 id, $2 allowed current
 // states, $3 new state, $4 scheduled time or NULL, $5 reset the error and
 // expiry counts, $6 note. A running job is never moved: its lease holder
-// owns it.
+// owns it. A cancellation request is cleared: it was about the lease that
+// ended, and an operator who moves the job again wants it to run.
 const sqlJobSetState = `
 UPDATE leasehold_job SET
 	state = $3::text,
@@ -41,7 +42,8 @@ UPDATE leasehold_job SET
 		END,
 	errors = CASE WHEN $5::boolean THEN 0 ELSE errors END,
 	expiries = CASE WHEN $5::boolean THEN 0 ELSE expiries END,
-	last_error = CASE WHEN $6::text <> '' THEN $6::text ELSE last_error END
+	last_error = CASE WHEN $6::text <> '' THEN $6::text ELSE last_error END,
+	cancel_requested_at = NULL
 WHERE id = $1 AND state = ANY($2::text[]) AND state <> 'running'
 RETURNING ` + jobColumns
 

@@ -1,8 +1,16 @@
 package postgres
 
-// unfinishedStates is the predicate of the unique-key index: a key is taken
-// while a job holding it is in one of these states.
-const unfinishedStates = `('available', 'scheduled', 'running', 'retryable', 'stuck')`
+// uniqueKeyHeld is the predicate of the unique-key index (migration 3): a key
+// is held by every unfinished job, and by a finished one whose
+// unique_finished bitmask names its state (1 completed, 2 discarded, 4
+// cancelled). The insert's ON CONFLICT target repeats it word for word, so
+// that the planner infers the index, and the lookup of the existing holder
+// uses it too, so that a skipped row always finds the job that skipped it.
+const uniqueKeyHeld = `unique_key IS NOT NULL
+      AND (state IN ('available', 'scheduled', 'running', 'retryable', 'stuck')
+           OR (state = 'completed' AND unique_finished & 1 <> 0)
+           OR (state = 'discarded' AND unique_finished & 2 <> 0)
+           OR (state = 'cancelled' AND unique_finished & 4 <> 0))`
 
 // sqlJobInsertMany inserts a batch from parallel arrays in one statement.
 // IDs are drawn from the sequence up front, in input order, so that the rows
@@ -17,32 +25,33 @@ const sqlJobInsertMany = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
 	FROM unnest($1::text[], $2::text[], $3::int[], $4::jsonb[], $5::jsonb[],
-	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[])
+	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[], $10::smallint[])
 		WITH ORDINALITY AS i(in_kind, in_queue, in_priority, in_args, in_metadata,
-		                     in_unique_key, in_max_attempts, in_lease_ttl_ms, in_scheduled_at, ord)
+		                     in_unique_key, in_max_attempts, in_lease_ttl_ms, in_scheduled_at,
+		                     in_unique_finished, ord)
 	ORDER BY ord
 ),
 inserted AS (
 	INSERT INTO leasehold_job (id, kind, queue, state, priority, args, metadata,
-	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at)
+	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at, unique_finished)
 	SELECT new_id, in_kind, in_queue,
 		CASE WHEN in_scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
 		in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
-		in_lease_ttl_ms, coalesce(in_scheduled_at, now())
+		in_lease_ttl_ms, coalesce(in_scheduled_at, now()), in_unique_finished
 	FROM input
 	ORDER BY in_unique_key, ord
-	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ` + unfinishedStates + `
+	ON CONFLICT (unique_key) WHERE ` + uniqueKeyHeld + `
 	DO NOTHING
 	RETURNING ` + jobColumns + `
 )
 SELECT input.ord, inserted.*
 FROM inserted JOIN input ON input.new_id = inserted.id`
 
-// sqlJobGetUnfinishedByKeys returns the jobs holding the given unique keys.
-const sqlJobGetUnfinishedByKeys = `
+// sqlJobGetHoldersByKeys returns the jobs holding the given unique keys.
+const sqlJobGetHoldersByKeys = `
 SELECT ` + jobColumns + `
 FROM leasehold_job
-WHERE unique_key = ANY($1::text[]) AND state IN ` + unfinishedStates
+WHERE unique_key = ANY($1::text[]) AND ` + uniqueKeyHeld
 
 // sqlNotifyInserts wakes the listeners of each queue in $1. Postgres delivers
 // the notifications when the transaction commits.
@@ -59,7 +68,7 @@ const sqlListen = `LISTEN leasehold_insert`
 // defaults.
 var jobCopyColumns = []string{
 	"kind", "queue", "state", "priority", "args", "metadata",
-	"max_attempts", "lease_ttl_ms", "scheduled_at",
+	"max_attempts", "lease_ttl_ms", "scheduled_at", "unique_finished",
 }
 
 // sqlNow reads the database clock (the transaction's start inside one).

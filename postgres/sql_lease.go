@@ -6,6 +6,10 @@ package postgres
 // The TTL is the job's own, else the per-kind TTL from the parallel arrays
 // $4/$5, else $6, all in milliseconds. Kinds in $7 get the stuck policy.
 // A paused queue (a leasehold_queue row with paused_at set) yields nothing.
+// $8 (when not empty) restricts the claim to those kinds and $9 excludes
+// kinds. Both are filters on rows the claim index already yields, and both
+// are always true for empty arrays, so the plain claim keeps its plan and
+// pays a constant test per row at most.
 const sqlJobClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT id AS picked_id
@@ -13,6 +17,8 @@ WITH picked AS MATERIALIZED (
 	WHERE state IN ('available', 'scheduled', 'retryable')
 		AND queue = $1
 		AND scheduled_at <= now()
+		AND (cardinality($8::text[]) = 0 OR kind = ANY($8::text[]))
+		AND kind <> ALL($9::text[])
 		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 	ORDER BY priority, scheduled_at, id
 	LIMIT $2
@@ -57,6 +63,12 @@ RETURNING id`
 // attempt rows in the same statement. It reads clock_timestamp(), not now():
 // it may run late in a long user transaction (CompleteTx), where now() is the
 // transaction's start and would accept a lease that has since expired.
+//
+// A job whose cancellation was asked for (cancel_requested_at set) must not
+// run again: an outcome that would run it again (retryable, available,
+// scheduled) becomes cancelled, with attempt outcome cancelled. The test
+// reads the row the update locked, so a cancellation that commits first is
+// always seen (READ COMMITTED re-evaluates the row after the lock wait).
 const sqlJobFinish = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
 input AS (
@@ -67,8 +79,13 @@ input AS (
 ),
 finished AS (
 	UPDATE leasehold_job SET
-		state = input.fin_state,
+		state = CASE
+			WHEN cancel_requested_at IS NOT NULL
+				AND input.fin_state IN ('retryable', 'available', 'scheduled') THEN 'cancelled'
+			ELSE input.fin_state END,
 		scheduled_at = CASE
+			WHEN cancel_requested_at IS NOT NULL
+				AND input.fin_state IN ('retryable', 'available', 'scheduled') THEN scheduled_at
 			WHEN input.fin_state IN ('retryable', 'scheduled') THEN coalesce(input.fin_scheduled_at, clock.fin_now)
 			WHEN input.fin_state = 'available' THEN clock.fin_now
 			ELSE scheduled_at END,
@@ -76,6 +93,7 @@ finished AS (
 		last_error = CASE WHEN input.fin_error <> '' THEN input.fin_error ELSE last_error END,
 		finalized_at = CASE
 			WHEN input.fin_state IN ('completed', 'discarded', 'cancelled', 'stuck') THEN clock.fin_now
+			WHEN cancel_requested_at IS NOT NULL THEN clock.fin_now
 			END
 	FROM input, clock
 	WHERE id = input.fin_id
@@ -83,7 +101,11 @@ finished AS (
 		AND state = 'running'
 		AND lease_until > clock.fin_now
 	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, clock.fin_now, input.fin_outcome, input.fin_error
+		heartbeat_at, heartbeats, clock.fin_now,
+		-- state is the new value here: cancelled by the request above.
+		CASE WHEN state = 'cancelled' AND input.fin_state <> 'cancelled' THEN 'cancelled'
+			ELSE input.fin_outcome END AS fin_outcome,
+		input.fin_error
 ),
 recorded AS (
 	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
@@ -97,7 +119,9 @@ SELECT id FROM finished`
 // sqlJobExpire reclaims up to $1 running jobs whose lease expired. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
 // without reclaiming a job twice. A job goes to stuck when its policy says so
-// or when it reaches $2 expiries ($2 > 0); stuck counts as finalized.
+// or when it reaches $2 expiries ($2 > 0); stuck counts as finalized. A job
+// whose cancellation was asked for is cancelled instead: it must not run
+// again. Its attempt row still says lease_expired, which is what happened.
 const sqlJobExpire = `
 WITH picked AS MATERIALIZED (
 	SELECT id AS picked_id,
@@ -111,9 +135,14 @@ WITH picked AS MATERIALIZED (
 expired AS (
 	UPDATE leasehold_job SET
 		expiries = expiries + 1,
-		state = CASE WHEN picked.to_stuck THEN 'stuck' ELSE 'available' END,
-		scheduled_at = CASE WHEN picked.to_stuck THEN scheduled_at ELSE now() END,
-		finalized_at = CASE WHEN picked.to_stuck THEN now() END,
+		state = CASE
+			WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+			WHEN picked.to_stuck THEN 'stuck'
+			ELSE 'available' END,
+		scheduled_at = CASE
+			WHEN cancel_requested_at IS NOT NULL OR picked.to_stuck THEN scheduled_at
+			ELSE now() END,
+		finalized_at = CASE WHEN cancel_requested_at IS NOT NULL OR picked.to_stuck THEN now() END,
 		last_error = format('lease expired: owner %s, token %s, lease until %s',
 			lease_owner, lease_token,
 			to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
