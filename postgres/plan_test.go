@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// TestClaimPlan guards the claim's plan: with or without the kind filters,
+// as a custom plan and as the generic plan a prepared statement switches to,
+// the claim walks the claim index in claim order. The kind filters must not
+// turn it into a scan and a sort.
+func TestClaimPlan(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	seedPlanJobs(t, d)
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "PREPARE claim AS "+sqlJobClaim); err != nil {
+		t.Fatalf("prepare claim: %v", err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set plan_cache_mode: %v", err)
+		}
+		for _, tc := range []struct{ name, kinds, exclude string }{
+			{"plain", "{}", "{}"},
+			{"kinds", "{k1,k2}", "{}"},
+			{"exclude kinds", "{}", "{k3}"},
+		} {
+			plan := explain(t, conn, fmt.Sprintf(
+				`EXPLAIN EXECUTE claim('q0', 10, 'owner', '{}', '{}', 60000, '{}', '%s', '%s')`,
+				tc.kinds, tc.exclude))
+			if !strings.Contains(plan, "Index Scan using leasehold_job_claim_idx") || strings.Contains(plan, "Sort") {
+				t.Errorf("%s, %s: claim plan does not walk the claim index:\n%s", mode, tc.name, plan)
+			}
+		}
+	}
+}
+
+// TestFlowIndexesUsable checks that the new statements can use the partial
+// indexes of migration 3: with sequential scans disabled, each plan names
+// the index whose predicate its WHERE clause must imply. A statement whose
+// predicate drifted from its index would fall back to another index or a
+// (disabled) sequential scan.
+func TestFlowIndexesUsable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	seedPlanJobs(t, d)
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
+		t.Fatalf("disable sequential scans: %v", err)
+	}
+	for _, tc := range []struct{ name, query, want string }{
+		{"cancel requests", strings.ReplaceAll(sqlJobCancelRequested, "$1", "'owner'"), "leasehold_job_cancel_idx"},
+		{"prune", strings.NewReplacer("$1", "'{completed}'", "$2", "1000", "$3", "10").Replace(sqlJobPrune), "leasehold_job_finalized_idx"},
+		{"unique holders", strings.ReplaceAll(sqlJobGetHoldersByKeys, "$1", "'{a,b}'"), "leasehold_job_unique_key_idx"},
+		{"running by queue", strings.NewReplacer("$1", "'q0'", "$2", "'{k1}'").Replace(sqlJobCountRunning), "leasehold_job_running_queue_idx"},
+		{"running by kind", strings.NewReplacer("$1", "'q0'", "$2", "'{k1}'").Replace(sqlJobCountRunning), "leasehold_job_running_kind_idx"},
+	} {
+		plan := explain(t, conn, "EXPLAIN "+tc.query)
+		if !strings.Contains(plan, tc.want) {
+			t.Errorf("%s: plan does not use %s:\n%s", tc.name, tc.want, plan)
+		}
+	}
+}
+
+// seedPlanJobs inserts enough jobs of several kinds and queues for the
+// planner to prefer indexes, and refreshes the statistics.
+func seedPlanJobs(t *testing.T, d *Driver) {
+	t.Helper()
+	params := make([]*driver.JobInsertParams, 5000)
+	for i := range params {
+		params[i] = testJob(fmt.Sprintf("q%d", i%4))
+		params[i].Kind = fmt.Sprintf("k%d", i%5)
+	}
+	if _, err := d.GetExecutor().JobInsertFast(t.Context(), params); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	exec := d.GetExecutor()
+	for q := range 4 {
+		jobs, err := exec.JobClaim(t.Context(), &driver.JobClaimParams{
+			Queue: fmt.Sprintf("q%d", q), Max: 400, Owner: fmt.Sprintf("w%d", q), DefaultLeaseTTL: time.Hour})
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		for _, j := range jobs[:20] {
+			if _, _, err := exec.JobCancelRunning(t.Context(), j.ID); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+		}
+	}
+	if _, err := d.Pool().Exec(t.Context(), "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+}
+
+// explain runs an EXPLAIN statement and returns its plan as text.
+func explain(t *testing.T, conn *pgxpool.Conn, sql string) string {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatalf("scan plan: %v", err)
+		}
+		lines = append(lines, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
+}
