@@ -78,12 +78,12 @@ func testClientCancelCrashedHolder[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	fd := newFaultDriver(env.d)
 	w := newBlockWorker(t, false)
-	env.client(fd, leasehold.Config{ID: "dying", LeaseTTL: 500 * time.Millisecond, Workers: workersFor(w, nil)})
+	dying := env.client(fd, leasehold.Config{ID: "dying", LeaseTTL: 500 * time.Millisecond, Workers: workersFor(w, nil)})
+	job := insert(t, dying, blockArgs{Name: "orphan"}, nil)
+	recvJob(t, w.started, 5*time.Second)
 	survivor := newBlockWorker(t, false)
 	survivor.releaseAll()
 	other := env.client(nil, leasehold.Config{ID: "survivor", Workers: workersFor(survivor, nil)})
-	job := insert(t, other, blockArgs{Name: "orphan"}, nil)
-	recvJob(t, w.started, 5*time.Second)
 	fd.set(faultPartition) // the holder dies before it hears of the request
 	if _, err := other.JobCancel(context.Background(), job.ID); err != nil {
 		t.Fatalf("JobCancel: %v", err)
