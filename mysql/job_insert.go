@@ -11,8 +11,8 @@ import (
 )
 
 // maxInsertRounds bounds the retries of one job's insert. A round is retried
-// only when the job holding its unique key finished between the insert and
-// the lookup, so more than a couple of rounds means something is wrong.
+// only when the job holding its unique key released it between the insert
+// and the lookup, so more than a couple of rounds means something is wrong.
 const maxInsertRounds = 16
 
 // fastBatchRows bounds the rows of one multi-row INSERT in JobInsertFast, and
@@ -30,10 +30,11 @@ var errFastUniqueKey = errors.New("leasehold/mysql: JobInsertFast does not take 
 // order. MySQL has no INSERT ... RETURNING and gives a multi-row insert no
 // reliable per-row IDs (innodb_autoinc_lock_mode=2 interleaves them), so each
 // job is one INSERT, its ID from the insert, and the rows are read back in
-// one SELECT at the end. A job whose unique key an unfinished job holds fails
-// on the unique index of unique_key_active (a statement-level error; the
-// transaction goes on) and the holder is returned instead, also for a key
-// repeated within params.
+// one SELECT at the end. A job whose unique key another job holds (an
+// unfinished one, or a finished one whose unique_finished names its state)
+// fails on the unique index of unique_key_active (a statement-level error;
+// the transaction goes on) and the holder is returned instead, also for a
+// key repeated within params.
 func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
 	if len(params) == 0 {
 		return []*driver.JobInsertResult{}, nil
@@ -79,14 +80,15 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 	return out, nil
 }
 
-// insertOne inserts one job and returns its ID, or the unfinished job that
-// holds its unique key.
+// insertOne inserts one job and returns its ID, or the job that holds its
+// unique key.
 func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64, *leasetype.JobRow, error) {
 	for round := 0; round < maxInsertRounds; round++ {
 		res, err := q.ExecContext(ctx, queryJobInsert,
 			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
 			string(p.EncodedArgs), metadataOrEmpty(p.Metadata), nullString(p.UniqueKey),
-			p.MaxAttempts, leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
+			uniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
+			timeArg(p.ScheduledAt))
 		if err == nil {
 			id, err := res.LastInsertId()
 			return id, nil, err
@@ -94,14 +96,15 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 		if !isDuplicate(err) || p.UniqueKey == "" {
 			return 0, nil, err
 		}
-		existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetUnfinishedByKey, p.UniqueKey))
+		existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetKeyHolder, p.UniqueKey))
 		if err == nil {
 			return 0, existing, nil
 		}
 		if !isNoRows(err) {
 			return 0, nil, fmt.Errorf("read job with unique key %q: %w", p.UniqueKey, err)
 		}
-		// The holder finished in between: the key is free again.
+		// The holder released the key in between (it finished, or was
+		// deleted): the key is free again.
 	}
 	return 0, nil, fmt.Errorf("unique key %q still contended after %d rounds", p.UniqueKey, maxInsertRounds)
 }
@@ -135,7 +138,8 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 				}
 				b.WriteString(jobInsertFastRow)
 				args = append(args, p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
-					string(p.EncodedArgs), metadataOrEmpty(p.Metadata), p.MaxAttempts,
+					string(p.EncodedArgs), metadataOrEmpty(p.Metadata),
+					uniqueFinishedMask(p.UniqueFinished), p.MaxAttempts,
 					leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
 				bytes += len(p.EncodedArgs) + len(p.Metadata)
 				end++
@@ -190,4 +194,22 @@ func metadataOrEmpty(b []byte) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// uniqueFinishedMask is the unique_finished bitmask of the finished states
+// in which a job keeps its unique key: 1 completed, 2 discarded, 4
+// cancelled. Other states are ignored; the client validates the list.
+func uniqueFinishedMask(states []leasetype.JobState) int {
+	mask := 0
+	for _, s := range states {
+		switch s {
+		case leasetype.JobStateCompleted:
+			mask |= 1
+		case leasetype.JobStateDiscarded:
+			mask |= 2
+		case leasetype.JobStateCancelled:
+			mask |= 4
+		}
+	}
+	return mask
 }

@@ -16,13 +16,20 @@ import (
 // transaction: a SELECT ... FOR UPDATE SKIP LOCKED of the jobs in claim
 // order, one UPDATE of exactly those rows (fencing token and attempt up by
 // one), and a read of them. On the pool an empty or paused queue is seen by a
-// read first, without a transaction.
+// read first, without a transaction. params.Kinds and params.ExcludeKinds
+// add a kind filter to both; without them the statements are the plain ones.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
+	existsQuery, pickQuery := queryJobClaimableExists, queryJobClaimPick
+	filter, filterArgs := claimKindFilter(params.Kinds, params.ExcludeKinds)
+	if filter != "" {
+		existsQuery, pickQuery = fmt.Sprintf(jobClaimableExists, filter), fmt.Sprintf(jobClaimPick, filter)
+	}
+	pickArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
 	if e.onPool {
-		found, err := e.exists(ctx, queryJobClaimableExists, params.Queue, params.Queue)
+		found, err := e.exists(ctx, existsQuery, pickArgs...)
 		if err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
@@ -57,7 +64,7 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	var jobs []*leasetype.JobRow
 	err := e.write(ctx, func(q querier) error {
 		jobs = []*leasetype.JobRow{}
-		ids, now, err := pick(ctx, q, queryJobClaimPick, params.Queue, params.Queue, max(params.Max, 1))
+		ids, now, err := pick(ctx, q, pickQuery, append(slices.Clip(pickArgs), max(params.Max, 1))...)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -87,6 +94,28 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, nil
+}
+
+// claimKindFilter returns the SQL that restricts a claim to kinds (when not
+// empty) and away from exclude, and its arguments; "" for a plain claim.
+func claimKindFilter(kinds, exclude []string) (string, []any) {
+	var (
+		b    strings.Builder
+		args []any
+	)
+	for _, f := range []struct {
+		sql   string
+		kinds []string
+	}{{" AND kind IN (", kinds}, {" AND kind NOT IN (", exclude}} {
+		if len(f.kinds) == 0 {
+			continue
+		}
+		b.WriteString(f.sql + placeholders(len(f.kinds)) + ")")
+		for _, k := range f.kinds {
+			args = append(args, k)
+		}
+	}
+	return b.String(), args
 }
 
 // exists runs a query of one row or none on the executor's querier.

@@ -25,7 +25,8 @@
 //   - MySQL 8.0.16 or newer, or MariaDB 10.6 or newer: SKIP LOCKED, JSON_TABLE
 //     and enforced CHECK constraints. The tables use InnoDB. The conformance
 //     suite runs on MariaDB 10.11; the SQL keeps to what MySQL 8 shares with
-//     it, but has not been run on MySQL 8 here.
+//     it, but has not been run on MySQL 8 here. Reverting migration 3 needs
+//     MySQL 8.0.19 (ALTER TABLE ... DROP CONSTRAINT).
 //   - multiStatements=true in the DSN, for Exec and the migrations, which
 //     hold several statements. DSN and Open set it, with interpolateParams=true,
 //     which sends each statement in one round trip instead of three.
@@ -37,7 +38,11 @@
 //     replicated queue. (The test server runs with the binary log off.)
 //   - Any isolation level the server defaults to: the driver starts its own
 //     transactions as READ COMMITTED, so a claim takes no gap locks that would
-//     hold up inserts; users' transactions keep their own level.
+//     hold up inserts; users' transactions keep their own level. A limited
+//     claim relies on it: after LimitLock, the running count reads the
+//     commits of the previous lock holder, which a REPEATABLE READ snapshot
+//     taken earlier would not show. LimitLock therefore runs only in a
+//     transaction from Begin on the driver's own executor.
 //   - DDL is not transactional in MySQL or MariaDB: a migration that fails
 //     half way leaves the statements before the failure applied.
 //

@@ -28,7 +28,8 @@ func tables(t *testing.T, db *sql.DB) int {
 	var n int
 	err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM information_schema.tables
 		WHERE table_schema = DATABASE()
-		AND table_name IN ('leasehold_job', 'leasehold_attempt', 'leasehold_queue')`).Scan(&n)
+		AND table_name IN ('leasehold_job', 'leasehold_attempt', 'leasehold_queue',
+			'leasehold_limit', 'leasehold_leader', 'leasehold_periodic')`).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +45,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 	if up, err := m.Up(ctx); err != nil || len(up) != versions {
 		t.Fatalf("up = %v, %v; want %d versions", up, err, versions)
 	}
-	if n := tables(t, db); n != 3 {
-		t.Fatalf("after up: %d tables, want 3", n)
+	if n := tables(t, db); n != 6 {
+		t.Fatalf("after up: %d tables, want 6", n)
 	}
 	if down, err := m.DownTo(ctx, 0); err != nil || len(down) != versions {
 		t.Fatalf("down = %v, %v; want all %d versions reverted", down, err, versions)
@@ -56,8 +57,8 @@ func TestMigrateUpDownUp(t *testing.T) {
 	if up, err := m.Up(ctx); err != nil || len(up) != versions {
 		t.Fatalf("up again = %v, %v; want %d versions", up, err, versions)
 	}
-	if n := tables(t, db); n != 3 {
-		t.Fatalf("after up again: %d tables, want 3", n)
+	if n := tables(t, db); n != 6 {
+		t.Fatalf("after up again: %d tables, want 6", n)
 	}
 	if again, err := m.Up(ctx); err != nil || len(again) != 0 {
 		t.Fatalf("idempotent up = %v, %v", again, err)

@@ -18,31 +18,33 @@ const claimableStates = `('available', 'scheduled', 'retryable')`
 const finalizedStates = `('completed', 'discarded', 'cancelled', 'stuck')`
 
 // queryJobInsert inserts one job: kind, queue, scheduled_at (for the state),
-// priority, args, metadata, unique key, max attempts, lease TTL in ms,
-// scheduled_at again (NULL means now). A job whose unique key an unfinished
-// job holds fails with a duplicate-key error on unique_key_active.
+// priority, args, metadata, unique key, unique_finished, max attempts, lease
+// TTL in ms, scheduled_at again (NULL means now). A job whose unique key
+// another job holds fails with a duplicate-key error on unique_key_active.
 const queryJobInsert = `INSERT INTO leasehold_job
-	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
-	 lease_ttl_ms, scheduled_at, created_at)
+	(kind, queue, state, priority, args, metadata, unique_key, unique_finished,
+	 max_attempts, lease_ttl_ms, scheduled_at, created_at)
 VALUES (?, ?, IF(CAST(? AS DATETIME(6)) > ` + sqlNow + `, 'scheduled', 'available'),
-	?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + sqlNow + `), ` + sqlNow + `)`
+	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + sqlNow + `), ` + sqlNow + `)`
 
 // jobInsertFastRow is one row of queryJobInsertFast, with the same arguments
 // as queryJobInsert less the unique key.
 const jobInsertFastRow = `(?, ?, IF(CAST(? AS DATETIME(6)) > ` + sqlNow + `, 'scheduled', 'available'),
-	?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + sqlNow + `), ` + sqlNow + `)`
+	?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + sqlNow + `), ` + sqlNow + `)`
 
 // queryJobInsertFast starts a multi-row insert; JobInsertFast appends its
 // rows (jobInsertFastRow) separated by commas.
 const queryJobInsertFast = `INSERT INTO leasehold_job
-	(kind, queue, state, priority, args, metadata, max_attempts,
+	(kind, queue, state, priority, args, metadata, unique_finished, max_attempts,
 	 lease_ttl_ms, scheduled_at, created_at)
 VALUES `
 
-// queryJobGetUnfinishedByKey finds the unfinished job holding a unique key.
-// It is a locking read, so it sees the latest committed holder even inside a
-// REPEATABLE READ transaction whose snapshot predates it.
-const queryJobGetUnfinishedByKey = `SELECT ` + jobColumns + `
+// queryJobGetKeyHolder finds the job holding a unique key: the one whose
+// unique_key_active is set, by the same rule as the unique index (unfinished,
+// or finished in a state its unique_finished names). It is a locking read,
+// so it sees the latest committed holder even inside a REPEATABLE READ
+// transaction whose snapshot predates it.
+const queryJobGetKeyHolder = `SELECT ` + jobColumns + `
 FROM leasehold_job WHERE unique_key_active = ? LOCK IN SHARE MODE`
 
 // queryJobGet reads one job.
@@ -79,8 +81,10 @@ FROM leasehold_attempt WHERE job_id = ? ORDER BY token`
 // queryJobSetState is an operator's state change of a job whose row the
 // transaction has locked and found movable. Arguments: scheduled_at or NULL
 // (twice), the new state (twice), reset errors (twice), note or NULL, the new
-// state, id. No assignment reads a column an earlier one wrote: MySQL applies
-// single-table assignments left to right, MariaDB may apply them at once.
+// state, id. A cancellation request belongs to the run it was made for, so
+// the change clears it. No assignment reads a column an earlier one wrote:
+// MySQL applies single-table assignments left to right, MariaDB may apply
+// them at once.
 const queryJobSetState = `UPDATE leasehold_job
 SET scheduled_at = CASE
 		WHEN ? IS NOT NULL THEN CAST(? AS DATETIME(6))
@@ -90,6 +94,7 @@ SET scheduled_at = CASE
 	errors = IF(?, 0, errors),
 	expiries = IF(?, 0, expiries),
 	last_error = COALESCE(?, last_error),
+	cancel_requested_at = NULL,
 	state = ?
 WHERE id = ? AND state <> 'running'`
 

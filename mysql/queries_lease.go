@@ -1,29 +1,40 @@
 package mysql
 
+import "fmt"
+
 // SQL for the lease life cycle: claim, heartbeat, finish, expire. Each is a
 // locking read that applies the whole condition and locks the rows it
 // returns, then writes to exactly those rows in the same transaction, on the
 // database clock the locking read returned.
 
-// queryJobClaimableExists tells whether queue ?1 has a claimable job and is
-// not paused, so an empty or paused queue is polled with one read and no
-// transaction.
-const queryJobClaimableExists = `SELECT 1 FROM leasehold_job
+// jobClaimableExists tells whether queue ?1 has a claimable job and is not
+// paused, so an empty or paused queue is polled with one read and no
+// transaction. The %s is the claim's kind filter (claimKindFilter), empty
+// for a plain claim; its arguments follow the two queue names.
+const jobClaimableExists = `SELECT 1 FROM leasehold_job
 WHERE claim_queue = ? AND scheduled_at <= ` + sqlNow + `
-	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)
+	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
 LIMIT 1`
 
-// queryJobClaimPick locks up to ?3 claimable jobs of queue ?1 (and ?2), in
-// claim order, skipping rows other claimers hold, through the claim index
-// on (claim_queue, priority, scheduled_at, id) without a sort. The paused
-// check in the subquery is a plain consistent read: it locks nothing, so
-// claimers never skip or wait on the queue's control row.
-const queryJobClaimPick = `SELECT id, ` + sqlNow + ` FROM leasehold_job
+// jobClaimPick locks up to the last argument's count of claimable jobs of
+// queue ?1 (and ?2), in claim order, skipping rows other claimers hold,
+// through the claim index on (claim_queue, priority, scheduled_at, id)
+// without a sort. The paused check in the subquery is a plain consistent
+// read: it locks nothing, so claimers never skip or wait on the queue's
+// control row. The %s is the kind filter, as in jobClaimableExists: it
+// tests each row the index walk reaches, so the plan stays the same.
+const jobClaimPick = `SELECT id, ` + sqlNow + ` FROM leasehold_job
 WHERE claim_queue = ? AND scheduled_at <= ` + sqlNow + `
-	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)
+	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
 ORDER BY priority, scheduled_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`
+
+// The plain claim's statements (no kind filter), built once.
+var (
+	queryJobClaimableExists = fmt.Sprintf(jobClaimableExists, "")
+	queryJobClaimPick       = fmt.Sprintf(jobClaimPick, "")
+)
 
 // jobClaimUpdate leases the picked jobs. JobClaim fills in the three %s: the
 // per-kind TTL expression in microseconds (a CASE on kind, or NULL), the
@@ -84,30 +95,44 @@ JOIN leasehold_job j ON j.id = f.f_id
 WHERE j.lease_token = f.f_token AND j.state = 'running' AND j.lease_until > ` + sqlNow + `
 FOR UPDATE`
 
+// finishCancelled tells whether an item's outcome gives way to a
+// cancellation request: the job was asked to stop, and the item would let it
+// run again (retryable, available, scheduled). It reads only columns the
+// finish does not write, so every assignment may use it.
+const finishCancelled = `(j.cancel_requested_at IS NOT NULL AND f.f_state IN ('retryable', 'available', 'scheduled'))`
+
+// finishState is the state an item actually ends in.
+const finishState = `IF(` + finishCancelled + `, 'cancelled', f.f_state)`
+
 // queryAttemptInsertFinished appends the attempt rows of the items (those
-// the pick locked), finished at a time: arguments time, then items. It runs before the state change;
-// the lease fields stay as they were anyway.
+// the pick locked), finished at a time: arguments time, then items. It runs
+// before the state change; the lease fields stay as they were anyway. A
+// cancelled job's attempt says cancelled and keeps the item's error text.
 const queryAttemptInsertFinished = `INSERT INTO leasehold_attempt
 	(job_id, attempt, token, owner, leased_at, lease_until,
 	 last_heartbeat_at, heartbeats, finished_at, outcome, error)
 SELECT j.id, j.attempt, j.lease_token, COALESCE(j.lease_owner, ''), j.leased_at, j.lease_until,
-	j.heartbeat_at, j.heartbeats, CAST(? AS DATETIME(6)), f.f_outcome, f.f_error
+	j.heartbeat_at, j.heartbeats, CAST(? AS DATETIME(6)),
+	IF(` + finishCancelled + `, 'cancelled', f.f_outcome), f.f_error
 FROM ` + jsonFinish + `
 JOIN leasehold_job j ON j.id = f.f_id
 WHERE j.lease_token = f.f_token AND j.state = 'running'`
 
 // queryJobFinish ends the leases of the first argument (those the pick
-// locked) at the time in the other three. No assignment reads a column an earlier one wrote.
+// locked) at the time in the other three, in finishState. No assignment
+// reads a column an earlier one wrote (finishState reads j.cancel_requested_at
+// and the item only).
 const queryJobFinish = `UPDATE leasehold_job j
 JOIN ` + jsonFinish + ` ON j.id = f.f_id
 SET j.scheduled_at = CASE
+		WHEN ` + finishCancelled + ` THEN j.scheduled_at
 		WHEN f.f_state IN ('retryable', 'scheduled') THEN COALESCE(CAST(f.f_scheduled_at AS DATETIME(6)), CAST(? AS DATETIME(6)))
 		WHEN f.f_state = 'available' THEN CAST(? AS DATETIME(6))
 		ELSE j.scheduled_at END,
 	j.errors = j.errors + f.f_count_error,
 	j.last_error = COALESCE(f.f_error, j.last_error),
-	j.finalized_at = IF(f.f_state IN ` + finalizedStates + `, CAST(? AS DATETIME(6)), NULL),
-	j.state = f.f_state
+	j.finalized_at = IF(` + finishState + ` IN ` + finalizedStates + `, CAST(? AS DATETIME(6)), NULL),
+	j.state = ` + finishState + `
 WHERE j.lease_token = f.f_token AND j.state = 'running'`
 
 // expiredStuck decides whether an expired job becomes stuck: its policy says
@@ -122,14 +147,23 @@ WHERE state = 'running' AND lease_until < ` + sqlNow + `
 LIMIT ?
 FOR UPDATE SKIP LOCKED`
 
+// expiredFinal decides whether an expired job leaves the queue instead of
+// becoming available: it was asked to stop (it becomes cancelled) or it
+// becomes stuck. Its two arguments are MaxExpiries.
+const expiredFinal = `(cancel_requested_at IS NOT NULL OR ` + expiredStuck + `)`
+
 // jobExpire reclaims the picked jobs (the %s: their IDs) at now. Arguments:
-// MaxExpiries four times, now, MaxExpiries twice, now, the IDs.
+// MaxExpiries four times, now, MaxExpiries twice, now, the IDs. A job asked
+// to stop becomes cancelled, never available or stuck.
 // The lease fields stay as they were, for the attempt rows and operators;
 // expiries is written last, after the assignments that read it.
 const jobExpire = `UPDATE leasehold_job
-SET state = IF(` + expiredStuck + `, 'stuck', 'available'),
-	scheduled_at = IF(` + expiredStuck + `, scheduled_at, CAST(? AS DATETIME(6))),
-	finalized_at = IF(` + expiredStuck + `, CAST(? AS DATETIME(6)), NULL),
+SET state = CASE
+		WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+		WHEN ` + expiredStuck + ` THEN 'stuck'
+		ELSE 'available' END,
+	scheduled_at = IF(` + expiredFinal + `, scheduled_at, CAST(? AS DATETIME(6))),
+	finalized_at = IF(` + expiredFinal + `, CAST(? AS DATETIME(6)), NULL),
 	last_error = CONCAT('lease expired: owner ', COALESCE(lease_owner, ''),
 		', token ', lease_token,
 		', lease until ', DATE_FORMAT(lease_until, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ')),

@@ -68,7 +68,8 @@ func timeArg(t *time.Time) any {
 const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key,
 	attempt, max_attempts, errors, expiries, last_error,
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
-	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at`
+	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
+	cancel_requested_at`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -86,6 +87,7 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 		uniqueKey, lastError, leaseOwner    sql.NullString
 		leasedAt, leaseUntil, heartbeatAt   dbTime
 		scheduledAt, createdAt, finalizedAt dbTime
+		cancelRequestedAt                   dbTime
 		ttlMS                               sql.NullInt64
 		state, expiryPolicy                 string
 		args, metadata                      []byte
@@ -95,6 +97,7 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
+		&cancelRequestedAt,
 	)
 	if err != nil {
 		return nil, err
@@ -115,6 +118,7 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 	j.ScheduledAt = scheduledAt.Time
 	j.CreatedAt = createdAt.Time
 	j.FinalizedAt = finalizedAt.ptr()
+	j.CancelRequestedAt = cancelRequestedAt.ptr()
 	return &j, nil
 }
 

@@ -1,0 +1,138 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// defaultPruneLimit is the rows JobPrune and AttemptPrune delete when the
+// caller sets no limit.
+const defaultPruneLimit = 1000
+
+// pruneDeleteBatch bounds the rows one DELETE names, to keep statements
+// well under the 65,535 placeholders of a prepared statement (databases
+// opened without interpolateParams).
+const pruneDeleteBatch = 1000
+
+// JobPrune deletes up to params.Limit jobs in params.States (completed,
+// discarded or cancelled; other states are never pruned) finalized more
+// than params.OlderThan ago, oldest first, in one transaction: a locking
+// read of their IDs, then DELETEs by ID. Attempt rows stay.
+func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) (int64, error) {
+	var states []any
+	for _, s := range params.States {
+		if s.Finalized() {
+			states = append(states, string(s))
+		}
+	}
+	if len(states) == 0 {
+		return 0, nil
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = defaultPruneLimit
+	}
+	pickSQL := fmt.Sprintf(jobPrunePick, placeholders(len(states)))
+	args := append(append([]any{params.OlderThan.Microseconds()}, states...), limit)
+	var deleted int64
+	err := e.write(ctx, func(q querier) error {
+		deleted = 0
+		rows, err := q.QueryContext(ctx, pickSQL, args...)
+		if err != nil {
+			return err
+		}
+		ids, err := scanIDs(rows)
+		if err != nil {
+			return err
+		}
+		for len(ids) > 0 {
+			batch := ids[:min(len(ids), pruneDeleteBatch)]
+			ids = ids[len(batch):]
+			res, err := q.ExecContext(ctx, fmt.Sprintf(jobPruneDelete, placeholders(len(batch))), idArgs(batch)...)
+			if err := addAffected(&deleted, res, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", translate(err))
+	}
+	return deleted, nil
+}
+
+// AttemptPrune deletes up to params.Limit attempt rows that finished more
+// than params.OlderThan ago, oldest first, in one transaction: a locking
+// read of their keys, then DELETEs by key.
+func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPruneParams) (int64, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = defaultPruneLimit
+	}
+	var deleted int64
+	err := e.write(ctx, func(q querier) error {
+		deleted = 0
+		rows, err := q.QueryContext(ctx, queryAttemptPrunePick, params.OlderThan.Microseconds(), limit)
+		if err != nil {
+			return err
+		}
+		keys, err := scanAttemptKeys(rows)
+		if err != nil {
+			return err
+		}
+		for len(keys) > 0 {
+			batch := keys[:min(len(keys), pruneDeleteBatch)]
+			keys = keys[len(batch):]
+			args := make([]any, 0, 2*len(batch))
+			for _, k := range batch {
+				args = append(args, k.jobID, k.token)
+			}
+			query := fmt.Sprintf(attemptPruneDelete, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(batch)), ", "))
+			res, err := q.ExecContext(ctx, query, args...)
+			if err := addAffected(&deleted, res, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune attempts: %w", translate(err))
+	}
+	return deleted, nil
+}
+
+// attemptKey is an attempt row's primary key.
+type attemptKey struct {
+	jobID, token int64
+}
+
+// scanAttemptKeys reads (job_id, token) rows and closes rows.
+func scanAttemptKeys(rows *sql.Rows) ([]attemptKey, error) {
+	defer rows.Close()
+	var keys []attemptKey
+	for rows.Next() {
+		var k attemptKey
+		if err := rows.Scan(&k.jobID, &k.token); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// addAffected adds a DELETE's affected rows to n, or returns its error.
+func addAffected(n *int64, res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	*n += rows
+	return nil
+}
