@@ -81,7 +81,7 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 	var window time.Time
 	var windowCount int64
 	if f.rate != nil {
-		window = now.Truncate(f.rate.Period)
+		window = epochTruncate(now, f.rate.Period)
 		row := locked[0]
 		if row.WindowStart != nil && row.WindowStart.Equal(window) {
 			windowCount = row.WindowCount

@@ -89,7 +89,7 @@ func (u UniqueOpts) uniqueKey(kind, queue, named string, encodedArgs []byte, at 
 		part("args", encodedArgs)
 	}
 	if u.ByPeriod > 0 {
-		start := at.Truncate(u.ByPeriod).UTC()
+		start := epochTruncate(at, u.ByPeriod)
 		part("period", []byte(strconv.FormatInt(start.UnixMicro(), 10)+"/"+u.ByPeriod.String()))
 	}
 	return kind + ":u:" + hex.EncodeToString(h.Sum(nil)[:16])
@@ -103,4 +103,19 @@ func (u UniqueOpts) finishedStates() []leasetype.JobState {
 	out := slices.Clone(u.ByState)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// epochTruncate rounds t down to a multiple of d since the Unix epoch
+// (time.Truncate counts from year 1, which differs for periods such as a
+// week), so that every client computes the same periods.
+func epochTruncate(t time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return t
+	}
+	ns := t.UnixNano()
+	r := ns % int64(d)
+	if r < 0 {
+		r += int64(d)
+	}
+	return time.Unix(0, ns-r).UTC()
 }

@@ -84,3 +84,15 @@ func TestUniqueOptsValidate(t *testing.T) {
 		t.Errorf("finishedStates = %v, want [completed discarded]", got)
 	}
 }
+
+func TestEpochTruncate(t *testing.T) {
+	week := 7 * 24 * time.Hour
+	// 1970-01-01 was a Thursday: weekly periods start on Thursdays at 00:00 UTC.
+	got := epochTruncate(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), week)
+	if want := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("weekly period of Mon 2026-11-30 starts %s, want Thu %s", got, want)
+	}
+	if got := epochTruncate(time.Date(1969, 12, 31, 23, 30, 0, 0, time.UTC), time.Hour); !got.Equal(time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC)) {
+		t.Fatalf("before the epoch: %s", got)
+	}
+}
