@@ -396,6 +396,9 @@ func rowDiff(got, want *leasetype.JobRow) []string {
 	if !timesEqual(got.FinalizedAt, want.FinalizedAt) {
 		add("FinalizedAt", str(got.FinalizedAt), str(want.FinalizedAt))
 	}
+	if !timesEqual(got.CancelRequestedAt, want.CancelRequestedAt) {
+		add("CancelRequestedAt", str(got.CancelRequestedAt), str(want.CancelRequestedAt))
+	}
 	return diffs
 }
 
@@ -449,4 +452,41 @@ func title(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// mustBegin starts a transaction on exec (a savepoint when exec is in one).
+// It is rolled back at cleanup if the test did not end it.
+func mustBegin(t *testing.T, exec driver.Executor) driver.ExecutorTx {
+	t.Helper()
+	tx, err := exec.Begin(t.Context())
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+func mustCommit(t *testing.T, tx driver.ExecutorTx) {
+	t.Helper()
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+func mustRollback(t *testing.T, tx driver.ExecutorTx) {
+	t.Helper()
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+}
+
+// shortenLease renews a live lease with shortTTL, so that a test can wait
+// for it to expire without claiming it with a TTL so short that a slow run
+// could lose it before the renewal. It returns the renewed row.
+func shortenLease(t *testing.T, exec driver.Executor, job *leasetype.JobRow) *leasetype.JobRow {
+	t.Helper()
+	if ids := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL}); len(ids) != 1 {
+		t.Fatalf("heartbeat to shorten job %d's lease renewed %v", job.ID, ids)
+	}
+	return mustGet(t, exec, job.ID)
 }
