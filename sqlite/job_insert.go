@@ -7,13 +7,15 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
 var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take jobs with a unique key; use JobInsertMany")
 
 // JobInsertMany inserts jobs in one transaction and returns them in input
-// order. A job whose unique key an unfinished job holds is skipped by the
+// order. A job whose unique key another job holds (an unfinished one, or a
+// finished one whose unique_finished names its state) is skipped by the
 // partial unique index and that job is returned instead, also for a key
 // repeated within params.
 func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
@@ -30,7 +32,8 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 		for _, p := range params {
 			row := q.QueryRowContext(ctx, queryJobInsert,
 				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), metadata(p.Metadata),
-				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now)
+				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now,
+				uniqueFinished(p.UniqueFinished))
 			job, err := scanJob(row)
 			if err == nil {
 				out = append(out, &driver.JobInsertResult{Job: job})
@@ -39,7 +42,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 			if !isNoRows(err) || p.UniqueKey == "" {
 				return err
 			}
-			existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetUnfinishedByKey, p.UniqueKey))
+			existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetKeyHolder, p.UniqueKey))
 			if err != nil {
 				return fmt.Errorf("read job with unique key %q: %w", p.UniqueKey, err)
 			}
@@ -63,6 +66,9 @@ type fastJob struct {
 	MaxAttempts int    `json:"max_attempts"`
 	LeaseTTLMS  any    `json:"lease_ttl_ms"`
 	ScheduledAt any    `json:"scheduled_at"`
+	// UniqueFinished is stored for parity with JobInsertMany; without a
+	// unique key it has no effect.
+	UniqueFinished int `json:"unique_finished"`
 }
 
 // JobInsertFast inserts jobs with one INSERT ... SELECT from a JSON array,
@@ -76,7 +82,8 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 		}
 		jobs[i] = fastJob{Kind: p.Kind, Queue: p.Queue, Priority: p.Priority,
 			Args: string(p.EncodedArgs), Metadata: metadata(p.Metadata), MaxAttempts: p.MaxAttempts,
-			LeaseTTLMS: millis(p.LeaseTTL), ScheduledAt: micros(p.ScheduledAt)}
+			LeaseTTLMS: millis(p.LeaseTTL), ScheduledAt: micros(p.ScheduledAt),
+			UniqueFinished: uniqueFinished(p.UniqueFinished)}
 	}
 	if len(jobs) == 0 {
 		return 0, nil
@@ -110,4 +117,22 @@ func metadata(b []byte) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// uniqueFinished encodes the finished states in which a job keeps its unique
+// key as the unique_finished bitmask. Other states are ignored: the client
+// validates the list, and unfinished states hold the key anyway.
+func uniqueFinished(states []leasetype.JobState) int {
+	mask := 0
+	for _, s := range states {
+		switch s {
+		case leasetype.JobStateCompleted:
+			mask |= 1
+		case leasetype.JobStateDiscarded:
+			mask |= 2
+		case leasetype.JobStateCancelled:
+			mask |= 4
+		}
+	}
+	return mask
 }

@@ -15,6 +15,8 @@ import (
 // JobClaim leases up to params.Max jobs of params.Queue in one UPDATE ...
 // RETURNING, in its own immediate transaction on the pool. On the pool an
 // empty queue is seen by a read first, without waiting for the write lock.
+// A claim with Kinds or ExcludeKinds runs a statement of its own, so the
+// plain claim keeps its shape.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	kindTTL := make(map[string]int64, len(params.KindLeaseTTL))
 	for kind, ttl := range params.KindLeaseTTL {
@@ -36,8 +38,25 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 	defaultTTL, _ := millis(params.DefaultLeaseTTL).(int64)
 
+	claim, exists := queryJobClaim, queryJobClaimableExists
+	args := []any{params.Owner, string(kindTTLJSON), defaultTTL, string(stuckJSON), params.Queue, max(params.Max, 1)}
+	existsArgs := []any{params.Queue}
+	if len(params.Kinds) > 0 || len(params.ExcludeKinds) > 0 {
+		kinds, err := jsonStrings(params.Kinds)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: encode kinds: %w", err)
+		}
+		exclude, err := jsonStrings(params.ExcludeKinds)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: encode excluded kinds: %w", err)
+		}
+		claim, exists = queryJobClaimKinds, queryJobClaimableKindsExists
+		args = append(args, kinds, exclude)
+		existsArgs = append(existsArgs, kinds, exclude)
+	}
+
 	if e.onPool {
-		if found, err := e.exists(ctx, queryJobClaimableExists, params.Queue); err != nil || !found {
+		if found, err := e.exists(ctx, exists, existsArgs...); err != nil || !found {
 			if err != nil {
 				return nil, fmt.Errorf("claim jobs: %w", err)
 			}
@@ -46,8 +65,7 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 	var jobs []*leasetype.JobRow
 	err = e.write(ctx, func(q querier) error {
-		rows, err := q.QueryContext(ctx, queryJobClaim, params.Owner, string(kindTTLJSON),
-			defaultTTL, string(stuckJSON), params.Queue, max(params.Max, 1))
+		rows, err := q.QueryContext(ctx, claim, args...)
 		if err != nil {
 			return err
 		}
@@ -65,6 +83,15 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, nil
+}
+
+// jsonStrings encodes a list of strings as a JSON array, nil as [].
+func jsonStrings(list []string) (string, error) {
+	if list == nil {
+		list = []string{}
+	}
+	b, err := json.Marshal(list)
+	return string(b), err
 }
 
 // exists runs a query of one row or none, outside any transaction of the

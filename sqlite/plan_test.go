@@ -7,7 +7,9 @@ import (
 )
 
 // TestQueryPlans guards the plans the queue's throughput depends on: a batch
-// walks its JSON array and finds each job by ID, a claim uses the claim index.
+// walks its JSON array and finds each job by ID, a claim (with or without
+// kind filters) uses the claim index, and the flow-control reads and prunes
+// use their partial indexes.
 func TestQueryPlans(t *testing.T) {
 	t.Parallel()
 	d := newTestDriver(t)
@@ -19,7 +21,12 @@ func TestQueryPlans(t *testing.T) {
 		{"finish", queryJobFinish, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0}},
 		{"finish attempts", queryAttemptInsertFinished, "SEARCH j USING INTEGER PRIMARY KEY", []any{"[]", 0}},
 		{"claim", queryJobClaim, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1}},
-		{"unique key", queryJobGetUnfinishedByKey, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},
+		{"unique key", queryJobGetKeyHolder, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},
+		{"claim kinds", queryJobClaimKinds, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, `["a"]`, "[]"}},
+		{"running by kind", queryJobCountRunningKinds, "USING INDEX leasehold_job_running_kind_idx", []any{`["a"]`}},
+		{"cancel requested", queryJobCancelRequested, "USING INDEX leasehold_job_cancel_idx", []any{"o"}},
+		{"job prune", queryJobPrune, "USING INDEX leasehold_job_finalized_idx", []any{`["completed"]`, 0, 1}},
+		{"attempt prune", queryAttemptPrune, "USING COVERING INDEX leasehold_attempt_finished_idx", []any{0, 1}},
 	} {
 		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
 		if err != nil {

@@ -14,53 +14,62 @@ const queryNow = "SELECT " + sqlNow
 const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key,
 	attempt, max_attempts, errors, expiries, last_error,
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
-	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at`
+	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
+	cancel_requested_at`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
 	last_heartbeat_at, heartbeats, finished_at, outcome, error`
 
-// unfinishedStates is the state list of the partial unique index on
-// unique_key; a query repeats it verbatim so the planner can use the index.
-const unfinishedStates = `('available', 'scheduled', 'running', 'retryable', 'stuck')`
+// heldKeyPredicate is the predicate of the partial unique index on
+// unique_key (migration 3): every unfinished job holds its key, a finished
+// one when its unique_finished bit for its state is set. A query repeats it
+// verbatim so that the planner proves the index applies.
+const heldKeyPredicate = `unique_key IS NOT NULL
+	AND (state IN ('available', 'scheduled', 'running', 'retryable', 'stuck')
+		OR (state = 'completed' AND unique_finished & 1 <> 0)
+		OR (state = 'discarded' AND unique_finished & 2 <> 0)
+		OR (state = 'cancelled' AND unique_finished & 4 <> 0))`
 
 // finalizedStates get finalized_at: the final states and stuck.
 const finalizedStates = `('completed', 'discarded', 'cancelled', 'stuck')`
 
-// queryJobInsert inserts one job, skipping it when its unique key is taken
-// by an unfinished job (the partial unique index; an upsert without a
-// conflict target covers any unique index). ?1 kind, ?2 queue, ?3 priority,
-// ?4 args, ?5 metadata, ?6 unique key, ?7 max attempts, ?8 lease TTL in ms,
-// ?9 scheduled_at or NULL, ?10 now.
+// queryJobInsert inserts one job, skipping it when a job holding its unique
+// key exists (the partial unique index; an upsert without a conflict target
+// covers any unique index). ?1 kind, ?2 queue, ?3 priority, ?4 args, ?5
+// metadata, ?6 unique key, ?7 max attempts, ?8 lease TTL in ms, ?9
+// scheduled_at or NULL, ?10 now, ?11 the unique_finished bitmask.
 const queryJobInsert = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
-	 lease_ttl_ms, scheduled_at, created_at)
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
 VALUES (?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' ELSE 'available' END,
-	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10)
+	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10, ?11)
 ON CONFLICT DO NOTHING
 RETURNING ` + jobColumns
 
-// queryJobGetUnfinishedByKey finds the unfinished job holding a unique key.
-const queryJobGetUnfinishedByKey = `SELECT ` + jobColumns + `
+// queryJobGetKeyHolder finds the job holding a unique key, by the rule of
+// the unique index.
+const queryJobGetKeyHolder = `SELECT ` + jobColumns + `
 FROM leasehold_job
-WHERE unique_key = ?1 AND unique_key IS NOT NULL AND state IN ` + unfinishedStates
+WHERE unique_key = ?1 AND ` + heldKeyPredicate
 
 // queryJobInsertFast inserts the jobs of ?1, a JSON array of {"kind",
 // "queue", "priority", "args", "metadata", "max_attempts", "lease_ttl_ms",
-// "scheduled_at"} with args and metadata as JSON text, in one statement
-// whatever their number; ?2 is now.
+// "scheduled_at", "unique_finished"} with args and metadata as JSON text, in
+// one statement whatever their number; ?2 is now.
 const queryJobInsertFast = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, max_attempts,
-	 lease_ttl_ms, scheduled_at, created_at)
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
 SELECT p.kind, p.queue,
 	CASE WHEN p.scheduled_at > ?2 THEN 'scheduled' ELSE 'available' END,
 	p.priority, p.args, p.metadata, p.max_attempts, p.lease_ttl_ms,
-	coalesce(p.scheduled_at, ?2), ?2
+	coalesce(p.scheduled_at, ?2), ?2, p.unique_finished
 FROM (
 	SELECT value ->> '$.kind' AS kind, value ->> '$.queue' AS queue,
 		value ->> '$.priority' AS priority, value ->> '$.args' AS args,
 		value ->> '$.metadata' AS metadata, value ->> '$.max_attempts' AS max_attempts,
 		value ->> '$.lease_ttl_ms' AS lease_ttl_ms, value ->> '$.scheduled_at' AS scheduled_at,
+		value ->> '$.unique_finished' AS unique_finished,
 		key AS n
 	FROM json_each(?1)
 ) AS p
@@ -91,7 +100,9 @@ FROM leasehold_attempt WHERE job_id = ?1 ORDER BY token`
 
 // queryJobSetState is an operator's state change of a job that is not
 // running. ?1 id, ?2 new state, ?3 scheduled_at or NULL, ?4 reset errors,
-// ?5 note or NULL, ?6 JSON array of the states it may move from.
+// ?5 note or NULL, ?6 JSON array of the states it may move from. It clears
+// a cancellation request left by the job's last run: a job retried by hand
+// must run.
 const queryJobSetState = `UPDATE leasehold_job
 SET state = ?2,
 	scheduled_at = CASE
@@ -101,7 +112,8 @@ SET state = ?2,
 	finalized_at = CASE WHEN ?2 IN ` + finalizedStates + ` THEN ` + sqlNow + ` END,
 	errors = CASE WHEN ?4 THEN 0 ELSE errors END,
 	expiries = CASE WHEN ?4 THEN 0 ELSE expiries END,
-	last_error = coalesce(?5, last_error)
+	last_error = coalesce(?5, last_error),
+	cancel_requested_at = NULL
 WHERE id = ?1 AND state <> 'running'
 	AND state IN (SELECT value FROM json_each(?6))
 RETURNING ` + jobColumns

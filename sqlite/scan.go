@@ -18,7 +18,7 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 		j                                        leasetype.JobRow
 		uniqueKey, lastError, leaseOwner         sql.NullString
 		leasedAt, leaseUntil, heartbeatAt, ttlMS sql.NullInt64
-		finalizedAt                              sql.NullInt64
+		finalizedAt, cancelRequestedAt           sql.NullInt64
 		scheduledAt, createdAt                   int64
 		state, expiryPolicy                      string
 		args, metadata                           []byte
@@ -28,6 +28,7 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
+		&cancelRequestedAt,
 	)
 	if err != nil {
 		return nil, err
@@ -48,6 +49,7 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 	j.ScheduledAt = fromMicros(scheduledAt)
 	j.CreatedAt = fromMicros(createdAt)
 	j.FinalizedAt = nullTime(finalizedAt)
+	j.CancelRequestedAt = nullTime(cancelRequestedAt)
 	return &j, nil
 }
 

@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// errLimitLockPool is returned by LimitLock on the pool: the lock would end
+// with the statement, before the caller could count and claim under it.
+var errLimitLockPool = errors.New("leasehold/sqlite: LimitLock must run in a transaction (an executor from Begin)")
+
+// JobCountRunning counts running jobs with an unexpired lease: those of
+// params.Queue and, per kind asked, those of that kind in every queue.
+func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountRunningParams) (*driver.RunningCount, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	out := &driver.RunningCount{Kinds: make(map[string]int64, len(params.Kinds))}
+	if err := q.QueryRowContext(ctx, queryJobCountRunningQueue, params.Queue).Scan(&out.Queue); err != nil {
+		return nil, fmt.Errorf("count running jobs of queue %s: %w", params.Queue, err)
+	}
+	if len(params.Kinds) == 0 {
+		return out, nil
+	}
+	kinds, err := jsonStrings(params.Kinds)
+	if err != nil {
+		return nil, fmt.Errorf("count running jobs: encode kinds: %w", err)
+	}
+	rows, err := q.QueryContext(ctx, queryJobCountRunningKinds, kinds)
+	if err != nil {
+		return nil, fmt.Errorf("count running jobs by kind: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			kind string
+			n    int64
+		)
+		if err := rows.Scan(&kind, &n); err != nil {
+			return nil, fmt.Errorf("count running jobs by kind: %w", err)
+		}
+		out.Kinds[kind] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count running jobs by kind: %w", err)
+	}
+	return out, nil
+}
+
+// limitKey is the JSON form of a driver.LimitKey for the limit statements.
+type limitKey struct {
+	Scope string `json:"scope"`
+	Name  string `json:"name"`
+}
+
+// LimitLock creates the missing limit rows of keys and reads them in the
+// order given, with the database clock. SQLite has one writer and the
+// transaction took the write lock at BEGIN IMMEDIATE, so no other claimer
+// can change the rows, or the running jobs, until it ends: there is nothing
+// more to lock. It refuses to run on the pool, where that transaction would
+// end with the call.
+func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*driver.LimitRow, error) {
+	if e.onPool {
+		return nil, fmt.Errorf("lock limits: %w", errLimitLockPool)
+	}
+	if len(keys) == 0 {
+		return []*driver.LimitRow{}, nil
+	}
+	jk := make([]limitKey, len(keys))
+	for i, k := range keys {
+		jk[i] = limitKey{Scope: k.Scope, Name: k.Name}
+	}
+	keysJSON, err := json.Marshal(jk)
+	if err != nil {
+		return nil, fmt.Errorf("lock limits: encode: %w", err)
+	}
+	var out []*driver.LimitRow
+	err = e.write(ctx, func(q querier) error {
+		out = make([]*driver.LimitRow, 0, len(keys))
+		if _, err := q.ExecContext(ctx, queryLimitInsertMissing, string(keysJSON)); err != nil {
+			return fmt.Errorf("create limit rows: %w", err)
+		}
+		rows, err := q.QueryContext(ctx, queryLimitRead, string(keysJSON))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				start sql.NullInt64
+				row   = &driver.LimitRow{}
+			)
+			if err := rows.Scan(&start, &row.WindowCount); err != nil {
+				return err
+			}
+			row.WindowStart = nullTime(start)
+			out = append(out, row)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(out) != len(keys) {
+			return fmt.Errorf("read %d limit rows for %d keys", len(out), len(keys))
+		}
+		// The clock is read once the rows are held, as the contract asks;
+		// on SQLite they were held from the transaction's start.
+		var now int64
+		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+			return fmt.Errorf("read database clock: %w", err)
+		}
+		for i, row := range out {
+			row.Key = keys[i]
+			row.Now = fromMicros(now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock limits: %w", err)
+	}
+	return out, nil
+}
+
+// LimitSetWindow records a limit row's rate window.
+func (e *executor) LimitSetWindow(ctx context.Context, params *driver.LimitSetWindowParams) error {
+	err := e.write(ctx, func(q querier) error {
+		_, err := q.ExecContext(ctx, queryLimitSetWindow, params.Key.Scope, params.Key.Name,
+			params.WindowStart.UnixMicro(), params.WindowCount)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set window of limit %s %s: %w", params.Key.Scope, params.Key.Name, err)
+	}
+	return nil
+}

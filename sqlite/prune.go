@@ -1,0 +1,92 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// defaultPruneLimit bounds a prune whose Limit is not positive, so that one
+// call never holds the write lock for an unbounded delete.
+const defaultPruneLimit = 1000
+
+// queryJobPrune deletes up to ?3 finished jobs in one of the states of the
+// JSON array ?1 finalized before the database clock minus ?2 microseconds,
+// oldest first. It walks the partial finalized index in finalized_at
+// order: left to itself the planner picks the (state, queue) index and sorts
+// every finished job, which retention on a large table cannot afford. The
+// first state list is that index's predicate, which INDEXED BY requires;
+// stuck jobs, which wait for reconciliation, are never pruned.
+const queryJobPrune = `DELETE FROM leasehold_job WHERE id IN (
+	SELECT id FROM leasehold_job INDEXED BY leasehold_job_finalized_idx
+	WHERE state IN ('completed', 'discarded', 'cancelled')
+		AND state IN (SELECT value FROM json_each(?1))
+		AND finalized_at < ` + sqlNow + ` - ?2
+	ORDER BY finalized_at
+	LIMIT ?3)`
+
+// queryAttemptPrune deletes up to ?2 attempt rows that finished before the
+// database clock minus ?1 microseconds, oldest first, by the finished_at
+// index.
+const queryAttemptPrune = `DELETE FROM leasehold_attempt WHERE rowid IN (
+	SELECT rowid FROM leasehold_attempt
+	WHERE finished_at < ` + sqlNow + ` - ?1
+	ORDER BY finished_at
+	LIMIT ?2)`
+
+// JobPrune deletes up to params.Limit finished jobs of params.States whose
+// FinalizedAt is more than params.OlderThan before the database clock.
+func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) (int64, error) {
+	if len(params.States) == 0 {
+		return 0, nil
+	}
+	states := make([]string, len(params.States))
+	for i, s := range params.States {
+		states[i] = string(s)
+	}
+	statesJSON, err := jsonStrings(states)
+	if err != nil {
+		return 0, fmt.Errorf("prune jobs: encode states: %w", err)
+	}
+	n, err := e.deleteCount(ctx, queryJobPrune, statesJSON, olderThan(params.OlderThan), pruneLimit(params.Limit))
+	if err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", err)
+	}
+	return n, nil
+}
+
+// AttemptPrune deletes up to params.Limit attempt rows that finished more
+// than params.OlderThan before the database clock.
+func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPruneParams) (int64, error) {
+	n, err := e.deleteCount(ctx, queryAttemptPrune, olderThan(params.OlderThan), pruneLimit(params.Limit))
+	if err != nil {
+		return 0, fmt.Errorf("prune attempts: %w", err)
+	}
+	return n, nil
+}
+
+// deleteCount runs a DELETE in a write and returns the rows it deleted.
+func (e *executor) deleteCount(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := e.write(ctx, func(q querier) error {
+		res, err := q.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// olderThan is a retention age in microseconds, never negative.
+func olderThan(d time.Duration) int64 { return max(0, d.Microseconds()) }
+
+func pruneLimit(limit int) int {
+	if limit <= 0 {
+		return defaultPruneLimit
+	}
+	return limit
+}
