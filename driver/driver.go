@@ -75,8 +75,9 @@ type Executor interface {
 	Now(ctx context.Context) (time.Time, error)
 
 	// JobInsertMany inserts jobs and returns them in input order. A job with a
-	// unique key is not inserted when a job with the same key exists in a
-	// state other than completed, discarded or cancelled; that job is returned
+	// unique key is not inserted when a job holding the same key exists — one
+	// in a state other than completed, discarded or cancelled, or in one of
+	// those whose bit its UniqueFinished recorded; that job is returned
 	// instead, with UniqueSkipped set. This holds under concurrent inserts
 	// (a unique index, not a read-then-write). A job whose ScheduledAt is in
 	// the future on the database clock is inserted as scheduled, others as
