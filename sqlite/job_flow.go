@@ -126,11 +126,19 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 	return out, nil
 }
 
-// LimitSetWindow records a limit row's rate window.
+// LimitSetWindow records a limit row's rate window. The row is one LimitLock
+// created; driver.ErrNotFound when it does not exist, as on Postgres.
 func (e *executor) LimitSetWindow(ctx context.Context, params *driver.LimitSetWindowParams) error {
 	err := e.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, queryLimitSetWindow, params.Key.Scope, params.Key.Name,
+		res, err := q.ExecContext(ctx, queryLimitSetWindow, params.Key.Scope, params.Key.Name,
 			params.WindowStart.UnixMicro(), params.WindowCount)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err == nil && n == 0 {
+			err = driver.ErrNotFound
+		}
 		return err
 	})
 	if err != nil {

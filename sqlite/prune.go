@@ -8,10 +8,6 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// defaultPruneLimit bounds a prune whose Limit is not positive, so that one
-// call never holds the write lock for an unbounded delete.
-const defaultPruneLimit = 1000
-
 // queryJobPrune deletes up to ?3 finished jobs in one of the states of the
 // JSON array ?1 finalized before the database clock minus ?2 microseconds,
 // oldest first. It walks the partial finalized index in finalized_at
@@ -37,9 +33,10 @@ const queryAttemptPrune = `DELETE FROM leasehold_attempt WHERE rowid IN (
 	LIMIT ?2)`
 
 // JobPrune deletes up to params.Limit finished jobs of params.States whose
-// FinalizedAt is more than params.OlderThan before the database clock.
+// FinalizedAt is more than params.OlderThan before the database clock. A
+// Limit below one deletes nothing, as on the other backends.
 func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) (int64, error) {
-	if len(params.States) == 0 {
+	if params.Limit < 1 || len(params.States) == 0 {
 		return 0, nil
 	}
 	states := make([]string, len(params.States))
@@ -50,7 +47,7 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 	if err != nil {
 		return 0, fmt.Errorf("prune jobs: encode states: %w", err)
 	}
-	n, err := e.deleteCount(ctx, queryJobPrune, statesJSON, olderThan(params.OlderThan), pruneLimit(params.Limit))
+	n, err := e.deleteCount(ctx, queryJobPrune, statesJSON, olderThan(params.OlderThan), params.Limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune jobs: %w", err)
 	}
@@ -58,9 +55,13 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 }
 
 // AttemptPrune deletes up to params.Limit attempt rows that finished more
-// than params.OlderThan before the database clock.
+// than params.OlderThan before the database clock. A Limit below one deletes
+// nothing.
 func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPruneParams) (int64, error) {
-	n, err := e.deleteCount(ctx, queryAttemptPrune, olderThan(params.OlderThan), pruneLimit(params.Limit))
+	if params.Limit < 1 {
+		return 0, nil
+	}
+	n, err := e.deleteCount(ctx, queryAttemptPrune, olderThan(params.OlderThan), params.Limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune attempts: %w", err)
 	}
@@ -83,10 +84,3 @@ func (e *executor) deleteCount(ctx context.Context, query string, args ...any) (
 
 // olderThan is a retention age in microseconds, never negative.
 func olderThan(d time.Duration) int64 { return max(0, d.Microseconds()) }
-
-func pruneLimit(limit int) int {
-	if limit <= 0 {
-		return defaultPruneLimit
-	}
-	return limit
-}
