@@ -9,13 +9,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 const maxNote = 2000
 
-// action runs a job action posted by a form: retry, cancel, discard, or
-// resolve (with as=succeeded|failed|retry and a note). It answers with a
-// redirect to the page in the form's "next" field, or to the job.
+// action runs a job action posted by a form: retry, cancel (of a waiting,
+// stuck or running job), discard, or resolve (with as=succeeded|failed|retry
+// and a note). It answers with a redirect to the page in the form's "next"
+// field, or to the job.
 func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	p := h.newPage(w, r)
 	fail := func(code int, format string, args ...any) {
@@ -35,7 +37,12 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request) {
 	case "retry":
 		_, err = h.src.JobRetry(ctx, id)
 	case "cancel":
-		_, err = h.src.JobCancel(ctx, id)
+		var row *leasetype.JobRow
+		row, err = h.src.JobCancel(ctx, id)
+		if err == nil && row != nil && row.State == leasetype.JobStateRunning {
+			// A running job was asked to stop; its worker ends it.
+			done = "cancel-requested"
+		}
 	case "discard":
 		_, err = h.src.JobDiscard(ctx, id)
 	case "resolve":

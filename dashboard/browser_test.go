@@ -70,6 +70,12 @@ func TestBrowser(t *testing.T) {
 	time.Sleep(40 * time.Millisecond)
 	e.finish(ledger, leasetype.JobStateCompleted, leasetype.OutcomeCompleted, "", nil)
 
+	if _, err := e.exec.PeriodicEnsure(t.Context(), &driver.PeriodicEnsureParams{
+		Name: "reports.nightly", Spec: "0 3 * * *", NextRunAt: time.Now().Add(5 * time.Hour).UTC(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +103,9 @@ func TestBrowser(t *testing.T) {
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start Chromium (%s): %v", chromium, err)
 	}
-	ctx, cancel := context.WithTimeout(browser, 30*time.Second)
+	// Generous: on a loaded two-core machine, with the other tests running
+	// in parallel, the steps below take well over 30 s.
+	ctx, cancel := context.WithTimeout(browser, 2*time.Minute)
 	defer cancel()
 
 	// Accept the confirmation dialogs of the actions.
@@ -219,6 +227,30 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("lease time left %q", got)
 	}
 	screenshot("running")
+	// Cancel the running job: the request is recorded, the row says so.
+	cancelBtn := fmt.Sprintf(`form[action="/jobs/%d/cancel"] button`, s.running)
+	run("click cancel",
+		chromedp.Click(chromedp.CSS(cancelBtn)),
+		chromedp.WaitVisible(chromedp.CSS("p.flash")),
+		chromedp.WaitVisible(chromedp.CSS("span.cancel-req")),
+	)
+	if got := text("p.flash"); !strings.HasPrefix(got, fmt.Sprintf("Cancellation of job %d was requested", s.running)) {
+		t.Errorf("flash %q", got)
+	}
+	if j := e.job(s.running); j.CancelRequestedAt == nil {
+		t.Error("after the click the running job has no cancellation request")
+	}
+	if n := eval(fmt.Sprintf(`document.querySelectorAll(%q).length`, cancelBtn)); n != 0 {
+		t.Error("the Cancel button is still offered after the request")
+	}
+	screenshot("running-cancel-requested")
+
+	// The periodic schedules.
+	run("open schedules", chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(chromedp.CSS("table.schedules")))
+	if got := text("table.schedules tbody"); !strings.Contains(got, "reports.nightly") || !strings.Contains(got, "0 3 * * *") || !strings.Contains(got, "in ") {
+		t.Errorf("schedules table: %q", got)
+	}
+	screenshot("schedules")
 
 	// Stuck jobs: retry one through the browser.
 	card := fmt.Sprintf("#job-%d", s.stuck)

@@ -34,7 +34,9 @@ type Source interface {
 	JobCounts(ctx context.Context) ([]*leasehold.QueueStateCount, error)
 	// JobRetry makes a job that is not running available now.
 	JobRetry(ctx context.Context, id int64) (*leasetype.JobRow, error)
-	// JobCancel cancels a waiting or stuck job.
+	// JobCancel cancels a waiting or stuck job, and asks for the
+	// cancellation of a running one: the row it returns is then still
+	// running, with CancelRequestedAt set.
 	JobCancel(ctx context.Context, id int64) (*leasetype.JobRow, error)
 	// JobDiscard discards a waiting or stuck job.
 	JobDiscard(ctx context.Context, id int64) (*leasetype.JobRow, error)
@@ -53,6 +55,9 @@ type Source interface {
 	// QueueList returns the control state of every queue ever paused or
 	// resumed, in name order; other queues are active.
 	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
+	// PeriodicSchedules returns the periodic schedules stored in the
+	// database, in name order.
+	PeriodicSchedules(ctx context.Context) ([]*leasehold.PeriodicSchedule, error)
 	// Stats returns the client's counters.
 	Stats() leasehold.Stats
 }
@@ -178,6 +183,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /jobs/{id}", h.page(h.job))
 	m.HandleFunc("GET /running", h.page(h.running))
 	m.HandleFunc("GET /stuck", h.page(h.stuck))
+	m.HandleFunc("GET /schedules", h.page(h.schedules))
 	m.HandleFunc("GET /static/{name}", h.static)
 	m.HandleFunc("POST /jobs/{id}/{action}", h.action)
 	// A queue name may hold "/": forms escape it as %2F, which the mux

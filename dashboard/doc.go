@@ -5,8 +5,11 @@ engineers use to see and fix the queue without writing SQL.
 It serves an overview (jobs per queue and state, throughput of the last 30
 minutes, the age of the oldest claimable job, the client's counters), a job
 browser with filters and paging, each job's detail with its attempt timeline,
-the running jobs with their lease time left, and the stuck jobs that wait for
-reconciliation, with the actions to settle them. The overview shows which
+the running jobs with their lease time left and a Cancel button that asks
+the worker holding a job to stop it (the job then shows "cancellation
+requested" until it ends cancelled), the stuck jobs that wait for
+reconciliation, with the actions to settle them, and the periodic schedules
+with their next run, last run and last job. The overview shows which
 queues are paused and pauses or resumes a queue for every client. Pages are rendered on the
 server with html/template; a small embedded script refreshes the page's
 content every few seconds without reloading it, and stops while the tab is

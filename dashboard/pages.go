@@ -350,8 +350,10 @@ type jobData struct {
 	Job      *leasetype.JobRow
 	Attempts []*leasetype.AttemptRow
 	Timeline *timeline
-	// Actions available in the job's state.
-	CanRetry, CanCancel, CanResolve bool
+	// Actions available in the job's state. CanCancel is for a waiting or
+	// stuck job (with discard beside it); CanCancelRunning asks for the
+	// cancellation of a running job that was not asked yet.
+	CanRetry, CanCancel, CanCancelRunning, CanResolve bool
 }
 
 func (h *handler) job(r *http.Request, p *pageData) error {
@@ -376,6 +378,8 @@ func (h *handler) job(r *http.Request, p *pageData) error {
 		d.CanCancel = true
 	case leasetype.JobStateStuck:
 		d.CanRetry, d.CanCancel, d.CanResolve = true, true, true
+	case leasetype.JobStateRunning:
+		d.CanCancelRunning = job.CancelRequestedAt == nil
 	case leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled:
 		d.CanRetry = true
 	}
@@ -395,6 +399,7 @@ func (h *handler) flash(r *http.Request, p *pageData) {
 	msg, ok := map[string]string{
 		"retry":             "Job %d is available again.",
 		"cancel":            "Job %d was cancelled.",
+		"cancel-requested":  "Cancellation of job %d was requested: the worker holding it cancels its handler within moments, and the job ends cancelled unless the handler completes it first.",
 		"discard":           "Job %d was discarded.",
 		"resolve-succeeded": "Job %d was resolved as succeeded (completed).",
 		"resolve-failed":    "Job %d was resolved as failed (discarded).",
@@ -403,4 +408,59 @@ func (h *handler) flash(r *http.Request, p *pageData) {
 	if ok {
 		p.Flash = fmt.Sprintf(msg, id)
 	}
+}
+
+// overdueAfter is how long past its next run a schedule may be before the
+// page flags it: a leader enqueues a due slot at once, and a new leader
+// takes over within the leader lease (15 s by default).
+const overdueAfter = time.Minute
+
+// scheduleRow is one periodic schedule with its last job.
+type scheduleRow struct {
+	*leasehold.PeriodicSchedule
+	// LastJob is the job of the last slot enqueued; nil when there was none
+	// or it has been pruned (LastJobGone).
+	LastJob     *leasetype.JobRow
+	LastJobGone bool
+	LastID      int64 // the last job's ID, 0 when none
+	// Overdue reports a next run more than overdueAfter in the past: no
+	// leader enqueues the schedule's slots.
+	Overdue bool
+}
+
+type schedulesData struct {
+	Schedules []*scheduleRow
+}
+
+// maxScheduleJobs bounds the last-job lookups of one schedules page.
+const maxScheduleJobs = 200
+
+func (h *handler) schedules(r *http.Request, p *pageData) error {
+	p.template, p.Title, p.Nav = "schedules", "Schedules", "schedules"
+	ctx := r.Context()
+	rows, err := h.src.PeriodicSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	d := &schedulesData{}
+	for i, row := range rows {
+		sr := &scheduleRow{PeriodicSchedule: row, Overdue: p.Now.Sub(row.NextRunAt) > overdueAfter}
+		if row.LastJobID != nil {
+			sr.LastID = *row.LastJobID
+		}
+		if sr.LastID > 0 && i < maxScheduleJobs {
+			job, err := h.src.JobGet(ctx, sr.LastID)
+			switch {
+			case errors.Is(err, leasehold.ErrNotFound):
+				sr.LastJobGone = true
+			case err != nil:
+				return err
+			default:
+				sr.LastJob = job
+			}
+		}
+		d.Schedules = append(d.Schedules, sr)
+	}
+	p.Data = d
+	return nil
 }

@@ -154,7 +154,8 @@ func TestJobDetail(t *testing.T) {
 
 		res = e.get(fmt.Sprintf("/jobs/%d", s.running))
 		mustContain(t, "running job", res.body, "Current lease", `class="held oc-running"`, `<span class="badge oc-running">running</span>`, " left</span>")
-		mustNotContain(t, "running job", res.body, "/retry\"", "/cancel\"", "/discard\"")
+		mustContain(t, "running job", res.body, `action="/jobs/`+fmt.Sprint(s.running)+`/cancel"`)
+		mustNotContain(t, "running job", res.body, "/retry\"", "/discard\"", "/resolve\"")
 
 		res = e.get(fmt.Sprintf("/jobs/%d", s.stuck))
 		mustContain(t, "stuck job", res.body, `class="held oc-expired"`, "lease_expired", "/retry\"", "/cancel\"", "/discard\"",
@@ -198,7 +199,7 @@ func TestRunningAndStuckPages(t *testing.T) {
 func TestFragment(t *testing.T) {
 	onBoth(t, func(t *testing.T, e *env) {
 		e.seed()
-		for _, path := range []string{"/", "/jobs", "/running", "/stuck"} {
+		for _, path := range []string{"/", "/jobs", "/running", "/stuck", "/schedules"} {
 			r := newGet(path)
 			r.Header.Set("X-Leasehold-Fragment", "1")
 			res := do(t, e.h, r)

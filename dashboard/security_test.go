@@ -41,13 +41,14 @@ func TestActions(t *testing.T) {
 		if res.code != http.StatusConflict || !strings.Contains(res.body, "it is available") {
 			t.Errorf("second retry = %d:\n%s", res.code, res.body)
 		}
-		// A running job cannot be cancelled from the dashboard.
+		// Cancelling a running job asks its worker to stop it: the job stays
+		// running, with the request recorded (see TestCancelRunning).
 		res = post(s.running, "cancel", nil)
-		if res.code != http.StatusConflict {
-			t.Errorf("cancel running = %d", res.code)
+		if loc := res.hdr.Get("Location"); res.code != http.StatusSeeOther || loc != fmt.Sprintf("/jobs/%d?done=cancel-requested&job=%d", s.running, s.running) {
+			t.Errorf("cancel running = %d to %q", res.code, loc)
 		}
-		if e.job(s.running).State != leasetype.JobStateRunning {
-			t.Errorf("the running job changed")
+		if j := e.job(s.running); j.State != leasetype.JobStateRunning || j.CancelRequestedAt == nil {
+			t.Errorf("after cancel the running job is %s with request %v", j.State, j.CancelRequestedAt)
 		}
 
 		// Cancel and discard waiting jobs; retry the cancelled one.
@@ -233,7 +234,8 @@ func TestReadOnly(t *testing.T) {
 	onBoth(t, func(t *testing.T, e *env) {
 		s := e.seed()
 		ro := e.handler(&dashboard.Options{ReadOnly: true})
-		for _, path := range []string{"/stuck", fmt.Sprintf("/jobs/%d", s.stuck), fmt.Sprintf("/jobs/%d", s.completed), "/jobs"} {
+		for _, path := range []string{"/stuck", fmt.Sprintf("/jobs/%d", s.stuck), fmt.Sprintf("/jobs/%d", s.completed), "/jobs",
+			"/running", fmt.Sprintf("/jobs/%d", s.running)} {
 			res := do(t, ro, httptest.NewRequest(http.MethodGet, path, nil))
 			if res.code != 200 {
 				t.Fatalf("GET %s = %d", path, res.code)
@@ -304,7 +306,7 @@ func TestHeadersAndAssets(t *testing.T) {
 			}
 		}
 		// No inline script, style or event handler anywhere: the CSP would block them.
-		for _, path := range []string{"/", "/jobs", "/running", "/stuck", "/jobs/1"} {
+		for _, path := range []string{"/", "/jobs", "/running", "/stuck", "/schedules", "/jobs/1"} {
 			body := e.get(path).body
 			mustNotContain(t, path, body, "<style", "style=", "onclick=", "onsubmit=", "<script>")
 		}

@@ -252,8 +252,40 @@ func TestJobActions(t *testing.T) {
 		if s := b.job(t, 4).State; s != leasetype.JobStateRunning {
 			t.Fatalf("job 4 is %s, want still running", s)
 		}
-		r = b.fails(t, "cancel: 1 of 1 jobs failed", "jobs", "cancel", "4")
-		wantAll(t, "stderr", r.errOut, "cannot cancel job 4: it is running (a running job cannot be cancelled from outside")
+		// A running job gets a cancellation request and stays running
+		// until its worker acts on it (see TestJobCancelRunning).
+		out = b.ok(t, "jobs", "cancel", "4")
+		j4 := b.job(t, 4)
+		if j4.State != leasetype.JobStateRunning || j4.CancelRequestedAt == nil {
+			t.Fatalf("job 4 after cancel: %s, CancelRequestedAt %v; want running with the request", j4.State, j4.CancelRequestedAt)
+		}
+		if want := "cancellation requested for job 4 (at " + fmtTime(j4.CancelRequestedAt) + "): still running until its worker cancels the handler; it then ends cancelled\n"; out != want {
+			t.Fatalf("jobs cancel 4 printed %q, want %q", out, want)
+		}
+		wantAll(t, "jobs list", b.ok(t, "jobs", "list", "--state", "running"), "running (cancel requested)", "w1")
+		wantAll(t, "jobs show 4", b.ok(t, "jobs", "show", "4"), "Cancel requested  "+fmtTime(j4.CancelRequestedAt)+" (its worker cancels the handler")
+		// Mixed, with --json: a row or an error per ID; asking again keeps
+		// the first request's time.
+		r = b.fails(t, "cancel: 1 of 3 jobs failed", "jobs", "cancel", "4", "3", "1", "--json")
+		wantAll(t, "stderr", r.errOut, "cannot cancel job 3: it is discarded (only waiting, stuck or running jobs can be cancelled)")
+		var res []*actionResultJSON
+		if err := json.Unmarshal([]byte(r.out), &res); err != nil || len(res) != 3 {
+			t.Fatalf("jobs cancel --json printed %q: %v", r.out, err)
+		}
+		if res[0].ID != 4 || res[0].Result != "cancel_requested" || res[0].Job.State != leasetype.JobStateRunning ||
+			res[0].Job.CancelRequestedAt == nil || !res[0].Job.CancelRequestedAt.Equal(*j4.CancelRequestedAt) {
+			t.Errorf("jobs cancel --json, job 4: %+v %+v", res[0], res[0].Job)
+		}
+		if res[1].ID != 3 || res[1].Job != nil || !strings.Contains(res[1].Error, "cannot cancel job 3: it is discarded") {
+			t.Errorf("jobs cancel --json, job 3: %+v", res[1])
+		}
+		if res[2].ID != 1 || res[2].Result != "cancelled" || res[2].Job.State != leasetype.JobStateCancelled || res[2].Job.CancelRequestedAt != nil {
+			t.Errorf("jobs cancel --json, job 1: %+v %+v", res[2], res[2].Job)
+		}
+		if s := b.job(t, 1).State; s != leasetype.JobStateCancelled {
+			t.Fatalf("job 1 is %s after cancel", s)
+		}
+		wantAll(t, "jobs retry", b.ok(t, "jobs", "retry", "1"), "retried job 1: now available")
 		r = b.fails(t, "discard: 1 of 1 jobs failed", "jobs", "discard", "3")
 		wantAll(t, "stderr", r.errOut, "cannot discard job 3: it is discarded (only available, scheduled, retryable or stuck jobs can be discarded)")
 		r = b.fails(t, "retry: 1 of 1 jobs failed", "jobs", "retry", "1")
@@ -407,11 +439,14 @@ func TestHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := stdout.String()
-	for _, c := range []string{"migrate", "enqueue", "jobs", "stuck", "queues", "stats", "serve", "demo", "version"} {
+	for _, c := range []string{"migrate", "enqueue", "jobs", "stuck", "queues", "periodic", "stats", "serve", "demo", "version"} {
 		if !strings.Contains(out, "\n  "+c+" ") {
 			t.Fatalf("leasehold --help lacks %s:\n%s", c, out)
 		}
 	}
 	b := &backend{url: "sqlite:unused.db"}
 	wantAll(t, "jobs retry --help", b.ok(t, "jobs", "retry", "--help"), "Examples:", "leasehold jobs retry 42 43 44", "non-zero")
+	wantAll(t, "jobs cancel --help", b.ok(t, "jobs", "cancel", "--help"), `"cancellation requested"`, "still running when the command",
+		"ErrJobCancelled", "--json", `"cancel_requested"`)
+	wantAll(t, "schedules --help", b.ok(t, "schedules", "--help"), "leasehold periodic list", "Aliases:", "periodic, schedules")
 }

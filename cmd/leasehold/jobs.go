@@ -205,6 +205,13 @@ func writeJobDetail(w io.Writer, r *leasetype.JobRow, now time.Time) error {
 	t.row("Kind", r.Kind)
 	t.row("Queue", r.Queue)
 	t.row("State", r.State)
+	if r.CancelRequestedAt != nil {
+		note := ""
+		if r.State == leasetype.JobStateRunning {
+			note = " (its worker cancels the handler; the job then ends cancelled)"
+		}
+		t.row("Cancel requested", fmtTime(r.CancelRequestedAt)+note)
+	}
 	t.row("Priority", r.Priority)
 	t.row("Attempt", fmt.Sprintf("%d of at most %d handler failures", r.Attempt, r.MaxAttempts))
 	t.row("Errors", r.Errors)
@@ -242,6 +249,18 @@ type jobAction struct {
 	// why explains, for an error, why the action does not apply to a state.
 	why func(leasetype.JobState) string
 	run func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error)
+	// outcome names what the action did to a job, for people (the line
+	// printed) and for scripts (--json's "result"); nil means past and
+	// "now STATE".
+	outcome func(row *leasetype.JobRow) (line, result string)
+}
+
+// actionOutcome is what an action did to one job.
+func (a jobAction) actionOutcome(row *leasetype.JobRow) (line, result string) {
+	if a.outcome != nil {
+		return a.outcome(row)
+	}
+	return fmt.Sprintf("%s job %d: now %s", a.past, row.ID, row.State), a.past
 }
 
 func jobActions() map[string]jobAction {
@@ -260,13 +279,32 @@ runs again. A running job cannot be retried: its lease must end first.`,
 			run: func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error) { return c.JobRetry(ctx, id) },
 		},
 		"cancel": {
-			name: "cancel", past: "cancelled", short: "Cancel waiting or stuck jobs",
+			name: "cancel", past: "cancelled", short: "Cancel jobs: waiting and stuck ones at once, running ones through their worker",
 			long: `cancel moves each waiting (available, scheduled, retryable) or stuck job to
-cancelled; it will not run unless retried. A running job cannot be cancelled
-from outside: its handler decides (return leasehold.Cancel).`,
-			why: waitingOnly("cancelled"),
+cancelled; it will not run unless retried.
+
+A running job gets a cancellation request instead, reported as
+"cancellation requested": the job is still running when the command
+returns. The client holding its lease cancels the handler's context
+(context.Cause is leasehold.ErrJobCancelled) within its CancelCheckInterval
+(250 ms by default); the attempt is recorded as cancelled and the job ends
+cancelled, never to run again, unless the handler completes it first or
+returns leasehold.Permanent, which stand. If its worker is gone, the job
+ends cancelled when its lease expires. Follow it with leasehold jobs show ID.
+
+A completed, discarded or cancelled job cannot be cancelled.`,
+			why: func(leasetype.JobState) string {
+				return "only waiting, stuck or running jobs can be cancelled"
+			},
 			run: func(ctx context.Context, c operator, id int64) (*leasetype.JobRow, error) {
 				return c.JobCancel(ctx, id)
+			},
+			outcome: func(row *leasetype.JobRow) (string, string) {
+				if row.State == leasetype.JobStateRunning {
+					return fmt.Sprintf("cancellation requested for job %d (at %s): still running until its worker cancels the handler; it then ends cancelled",
+						row.ID, fmtTime(row.CancelRequestedAt)), resultCancelRequested
+				}
+				return fmt.Sprintf("cancelled job %d: now %s", row.ID, row.State), "cancelled"
 			},
 		},
 		"discard": {
@@ -291,12 +329,24 @@ func waitingOnly(past string) func(leasetype.JobState) string {
 	}
 }
 
+// resultCancelRequested is the --json result of cancelling a running job.
+const resultCancelRequested = "cancel_requested"
+
 func newJobActionCmd(g *globalOptions, a jobAction) *cobra.Command {
-	return &cobra.Command{
-		Use:     a.name + " ID...",
-		Short:   a.short,
-		Long:    a.long + "\n\nEach ID is reported; the command exits non-zero if any failed.",
-		Example: fmt.Sprintf("  leasehold jobs %s 42\n  leasehold jobs %s 42 43 44", a.name, a.name),
+	var asJSON bool
+	results := `"` + a.past + `"`
+	if a.name == "cancel" {
+		results += ` or "` + resultCancelRequested + `"`
+	}
+	cmd := &cobra.Command{
+		Use:   a.name + " ID...",
+		Short: a.short,
+		Long: a.long + `
+
+Each ID is reported; the command exits non-zero if any failed. With --json,
+stdout holds a JSON array with one object per ID: {"id", "result": ` + results + `,
+"job": the row after the action} or {"id", "error"}; errors also go to stderr.`,
+		Example: fmt.Sprintf("  leasehold jobs %s 42\n  leasehold jobs %s 42 43 44\n  leasehold jobs %s 42 --json", a.name, a.name, a.name),
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids := make([]int64, len(args))
@@ -308,7 +358,7 @@ func newJobActionCmd(g *globalOptions, a jobAction) *cobra.Command {
 				ids[i] = id
 			}
 			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
-				return eachID(cmd, s, ids, a.name, func(id int64) (*leasetype.JobRow, error) {
+				return eachID(cmd, s, ids, a, asJSON, func(id int64) (*leasetype.JobRow, error) {
 					row, err := a.run(ctx, s.client, id)
 					if err != nil {
 						why := ""
@@ -318,30 +368,53 @@ func newJobActionCmd(g *globalOptions, a jobAction) *cobra.Command {
 						return nil, jobErr(a.name, id, row, err, why)
 					}
 					return row, nil
-				}, a.past)
+				})
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: one object per ID, with the job's row after the action")
+	return cmd
+}
+
+// actionResultJSON is one ID's outcome of a job action, printed with --json.
+type actionResultJSON struct {
+	ID     int64    `json:"id"`
+	Result string   `json:"result,omitempty"`
+	Job    *jobJSON `json:"job,omitempty"`
+	Error  string   `json:"error,omitempty"`
 }
 
 // eachID runs do on every ID, reports each outcome (successes on stdout,
-// failures on stderr) and fails when any failed.
-func eachID(cmd *cobra.Command, s *session, ids []int64, action string, do func(int64) (*leasetype.JobRow, error), past string) error {
+// failures on stderr; with asJSON, both on stdout as JSON too) and fails
+// when any failed.
+func eachID(cmd *cobra.Command, s *session, ids []int64, a jobAction, asJSON bool, do func(int64) (*leasetype.JobRow, error)) error {
 	failed := 0
+	results := make([]*actionResultJSON, 0, len(ids))
 	for _, id := range ids {
 		row, err := do(id)
 		if err != nil {
 			failed++
-			fmt.Fprintln(cmd.ErrOrStderr(), s.explain(err))
+			err = s.explain(err)
+			fmt.Fprintln(cmd.ErrOrStderr(), err)
+			results = append(results, &actionResultJSON{ID: id, Error: err.Error()})
 			if cmd.Context().Err() != nil {
 				break
 			}
 			continue
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s job %d: now %s\n", past, id, row.State)
+		line, result := a.actionOutcome(row)
+		results = append(results, &actionResultJSON{ID: id, Result: result, Job: toJobJSON(row)})
+		if !asJSON {
+			fmt.Fprintln(cmd.OutOrStdout(), line)
+		}
+	}
+	if asJSON {
+		if err := writeJSON(cmd.OutOrStdout(), results); err != nil {
+			return err
+		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%s: %d of %d jobs failed", action, failed, len(ids))
+		return fmt.Errorf("%s: %d of %d jobs failed", a.name, failed, len(ids))
 	}
 	return nil
 }

@@ -132,6 +132,8 @@ type jobJSON struct {
 	ScheduledAt  time.Time              `json:"scheduled_at"`
 	CreatedAt    time.Time              `json:"created_at"`
 	FinalizedAt  *time.Time             `json:"finalized_at,omitempty"`
+	// CancelRequestedAt is when cancellation of the running job was asked for.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 }
 
 func toJobJSON(r *leasetype.JobRow) *jobJSON {
@@ -141,7 +143,7 @@ func toJobJSON(r *leasetype.JobRow) *jobJSON {
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Errors: r.Errors, Expiries: r.Expiries, LastError: r.LastError,
 		LeaseToken: r.LeaseToken, LeaseOwner: r.LeaseOwner, LeasedAt: r.LeasedAt, LeaseUntil: r.LeaseUntil,
 		HeartbeatAt: r.HeartbeatAt, Heartbeats: r.Heartbeats, ExpiryPolicy: r.ExpiryPolicy,
-		ScheduledAt: r.ScheduledAt, CreatedAt: r.CreatedAt, FinalizedAt: r.FinalizedAt,
+		ScheduledAt: r.ScheduledAt, CreatedAt: r.CreatedAt, FinalizedAt: r.FinalizedAt, CancelRequestedAt: r.CancelRequestedAt,
 	}
 	if r.LeaseTTL > 0 {
 		j.LeaseTTL = r.LeaseTTL.String()
@@ -161,7 +163,7 @@ func rawOr(b []byte, def string) json.RawMessage {
 func jobsTable(w io.Writer, rows []*leasetype.JobRow, now time.Time) error {
 	t := newTable(w, "ID", "STATE", "QUEUE", "KIND", "PRI", "ATTEMPT", "ERRORS", "EXPIRIES", "SCHEDULED", "CREATED", "OWNER", "LEASE LEFT", "LAST ERROR")
 	for _, r := range rows {
-		t.row(r.ID, r.State, r.Queue, r.Kind, r.Priority, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts), r.Errors, r.Expiries,
+		t.row(r.ID, stateCell(r), r.Queue, r.Kind, r.Priority, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts), r.Errors, r.Expiries,
 			fmtTime(&r.ScheduledAt), fmtTime(&r.CreatedAt), orDash(ownerIfHeld(r)), leaseLeft(r, now), orDash(truncate(r.LastError, 60)))
 	}
 	return t.flush()
@@ -187,4 +189,13 @@ func leaseLeft(r *leasetype.JobRow, now time.Time) string {
 		return "expired " + fmtDuration(-left) + " ago"
 	}
 	return fmtDuration(left)
+}
+
+// stateCell is a job's state for a table: a running job whose cancellation
+// was asked for says so.
+func stateCell(r *leasetype.JobRow) string {
+	if r.State == leasetype.JobStateRunning && r.CancelRequestedAt != nil {
+		return "running (cancel requested)"
+	}
+	return string(r.State)
 }
