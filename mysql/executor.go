@@ -100,6 +100,22 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 	}
 }
 
+// writeInDriverTx runs fn, which makes at most one write statement, its
+// last or followed only by reads: in a transaction the driver began (see
+// txState.driverTx) directly on it, elsewhere as write does. A savepoint
+// would only undo the write when a read after it fails, and the client rolls
+// a failed transaction of its own back anyway; skipping it saves two round
+// trips, which matters in a claim that holds a limit lock.
+func (e *executor) writeInDriverTx(ctx context.Context, fn func(q querier) error) error {
+	if e.tx == nil || !e.tx.driverTx {
+		return e.write(ctx, fn)
+	}
+	if err := e.open(); err != nil {
+		return err
+	}
+	return fn(e.q)
+}
+
 // Exec runs sql, which may hold several statements separated by semicolons
 // (with multiStatements=true in the DSN).
 func (e *executor) Exec(ctx context.Context, sql string) error {

@@ -62,7 +62,7 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 
 	var jobs []*leasetype.JobRow
-	err := e.write(ctx, func(q querier) error {
+	err := e.writeInDriverTx(ctx, func(q querier) error {
 		jobs = []*leasetype.JobRow{}
 		ids, now, err := pick(ctx, q, pickQuery, append(slices.Clip(pickArgs), max(params.Max, 1))...)
 		if err != nil || len(ids) == 0 {

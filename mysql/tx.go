@@ -49,13 +49,14 @@ func rollbackTo(ctx context.Context, q querier, name string) error {
 // txState tracks a transaction the driver started.
 type txState struct {
 	parent *txState
-	// readCommitted is set when the outermost transaction is one the
-	// driver began on its pool, as READ COMMITTED; a savepoint inherits it.
-	// In a user's transaction the level is the user's.
-	readCommitted bool
-	mu            sync.Mutex
-	done          bool
-	end           func(ctx context.Context, commit bool) error
+	// driverTx is set when the outermost transaction is one the driver
+	// began on its pool, as READ COMMITTED; a savepoint inherits it. Only
+	// the client uses such transactions, and it rolls one back after any
+	// error. In a user's transaction the level is the user's.
+	driverTx bool
+	mu       sync.Mutex
+	done     bool
+	end      func(ctx context.Context, commit bool) error
 }
 
 func (t *txState) isDone() bool {
@@ -85,7 +86,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 			return nil, fmt.Errorf("begin savepoint: %w", translate(err))
 		}
 		q := e.q
-		st := &txState{parent: e.tx, readCommitted: e.tx != nil && e.tx.readCommitted, end: func(ctx context.Context, commit bool) error {
+		st := &txState{parent: e.tx, driverTx: e.tx != nil && e.tx.driverTx, end: func(ctx context.Context, commit bool) error {
 			if !commit {
 				return rollbackTo(ctx, q, name)
 			}
@@ -100,7 +101,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &txState{readCommitted: true, end: func(_ context.Context, commit bool) error {
+	st := &txState{driverTx: true, end: func(_ context.Context, commit bool) error {
 		if commit {
 			if err := tx.Commit(); err != nil {
 				return fmt.Errorf("commit: %w", translate(err))
