@@ -65,7 +65,7 @@ func TestMigration3WithJobs(t *testing.T) {
 	}
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema
 		WHERE name IN ('leasehold_limit', 'leasehold_leader', 'leasehold_periodic',
-			'leasehold_job_running_queue_idx', 'leasehold_job_running_kind_idx',
+			'leasehold_job_running_kind_idx',
 			'leasehold_job_cancel_idx', 'leasehold_job_finalized_idx')`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("new tables and indexes after down = %d, %v; want 0", n, err)
 	}

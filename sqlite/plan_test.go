@@ -23,6 +23,7 @@ func TestQueryPlans(t *testing.T) {
 		{"claim", queryJobClaim, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1}},
 		{"unique key", queryJobGetKeyHolder, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},
 		{"claim kinds", queryJobClaimKinds, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, `["a"]`, "[]"}},
+		{"running by queue", queryJobCountRunningQueue, "USING INDEX leasehold_job_state_queue_idx (state=? AND queue=?)", []any{"q"}},
 		{"running by kind", queryJobCountRunningKinds, "USING INDEX leasehold_job_running_kind_idx", []any{`["a"]`}},
 		{"cancel requested", queryJobCancelRequested, "USING INDEX leasehold_job_cancel_idx", []any{"o"}},
 		{"job prune", queryJobPrune, "USING INDEX leasehold_job_finalized_idx", []any{`["completed"]`, 0, 1}},

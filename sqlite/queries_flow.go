@@ -4,7 +4,7 @@ package sqlite
 // rows that hold rate windows.
 
 // queryJobCountRunningQueue counts the running jobs of queue ?1 whose lease
-// has not expired, on the partial running-by-queue index.
+// has not expired, on the (state, queue) index.
 const queryJobCountRunningQueue = `SELECT count(*) FROM leasehold_job
 WHERE state = 'running' AND queue = ?1 AND lease_until > ` + sqlNow
 

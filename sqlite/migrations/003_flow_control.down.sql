@@ -4,7 +4,6 @@ DROP TABLE IF EXISTS leasehold_limit;
 DROP INDEX IF EXISTS leasehold_job_finalized_idx;
 DROP INDEX IF EXISTS leasehold_job_cancel_idx;
 DROP INDEX IF EXISTS leasehold_job_running_kind_idx;
-DROP INDEX IF EXISTS leasehold_job_running_queue_idx;
 DROP INDEX IF EXISTS leasehold_job_unique_key_idx;
 CREATE UNIQUE INDEX leasehold_job_unique_key_idx ON leasehold_job (unique_key)
     WHERE unique_key IS NOT NULL

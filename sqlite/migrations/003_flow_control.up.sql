@@ -22,7 +22,10 @@ CREATE UNIQUE INDEX leasehold_job_unique_key_idx ON leasehold_job (unique_key)
            OR (state = 'cancelled' AND unique_finished & 4 <> 0));
 
 -- Global concurrency limits count running jobs per queue and per kind.
-CREATE INDEX leasehold_job_running_queue_idx ON leasehold_job (queue) WHERE state = 'running';
+-- Per queue, leasehold_job_state_queue_idx (state, queue) of version 1
+-- already serves the count; Postgres adds a partial index so that its
+-- heartbeats stay HOT updates, which SQLite has no use for, and every index
+-- here is written by each claim and finish.
 CREATE INDEX leasehold_job_running_kind_idx ON leasehold_job (kind) WHERE state = 'running';
 -- Clients poll for cancellations of the jobs they hold: a tiny index.
 CREATE INDEX leasehold_job_cancel_idx ON leasehold_job (lease_owner)
