@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -76,17 +77,15 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 	if len(keys) == 0 {
 		return []*driver.LimitRow{}, nil
 	}
-	args := make([]any, 0, 2*len(keys))
-	rowsSQL := make([]string, len(keys))
+	inserts := make([]string, len(keys))
 	pairs := make([]string, len(keys))
 	for i, k := range keys {
-		args = append(args, k.Scope, k.Name)
-		rowsSQL[i], pairs[i] = limitInsertRow, "(?, ?)"
+		pair := sqlText(k.Scope) + ", " + sqlText(k.Name)
+		inserts[i], pairs[i] = "("+pair+", 0, "+sqlNow+")", "("+pair+")"
 	}
-	if _, err := e.q.ExecContext(ctx, fmt.Sprintf(limitUpsert, strings.Join(rowsSQL, ", ")), args...); err != nil {
-		return nil, fmt.Errorf("lock limits: %w", translate(err))
-	}
-	rows, err := e.q.QueryContext(ctx, fmt.Sprintf(limitLockedRead, strings.Join(pairs, ", ")), args...)
+	// The INSERT has no result set; the driver moves on to the SELECT's.
+	query := fmt.Sprintf(limitLock, strings.Join(inserts, ", "), strings.Join(pairs, ", "))
+	rows, err := e.q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("lock limits: %w", translate(err))
 	}
@@ -130,4 +129,10 @@ func (e *executor) LimitSetWindow(ctx context.Context, params *driver.LimitSetWi
 		return fmt.Errorf("record rate window of %s %q: %w", params.Key.Scope, params.Key.Name, translate(err))
 	}
 	return nil
+}
+
+// sqlText returns s as a utf8mb4_bin string literal: hex digits with a
+// character set introducer, which need no escaping whatever the sql_mode.
+func sqlText(s string) string {
+	return "_utf8mb4 X'" + hex.EncodeToString([]byte(s)) + "' COLLATE utf8mb4_bin"
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 	"github.com/leasehold/leasehold/migrate"
@@ -191,5 +193,60 @@ func TestPruneMoreThanOneDelete(t *testing.T) {
 		if j.ID <= maxID-int64(n-limit) {
 			t.Errorf("job %d survived, but older jobs were pruned before newer ones", j.ID)
 		}
+	}
+}
+
+// TestLimitLockLiteralKeys: LimitLock sends its keys as literals in one
+// multi-statement round trip, so it works on a database opened without
+// interpolateParams, keeps awkward names intact, and reports a bad scope.
+func TestLimitLockLiteralKeys(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	cfg, err := mysqldriver.ParseDSN(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DB().QueryRowContext(ctx, "SELECT DATABASE()").Scan(&cfg.DBName); err != nil {
+		t.Fatal(err)
+	}
+	cfg.MultiStatements = true
+	cfg.InterpolateParams = false
+	own, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	exec := New(own).GetExecutor()
+
+	keys := []driver.LimitKey{
+		{Scope: driver.LimitScopeQueue, Name: `it's a "queue"\`},
+		{Scope: driver.LimitScopeKind, Name: "kind ünïcode 🚀"},
+		{Scope: driver.LimitScopeKind, Name: "trailing "},
+	}
+	tx, err := exec.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.LimitLock(ctx, keys)
+	if err != nil {
+		t.Fatalf("LimitLock: %v", err)
+	}
+	for i, r := range rows {
+		if r.Key != keys[i] || r.WindowStart != nil || r.WindowCount != 0 || r.Now.IsZero() {
+			t.Errorf("row %d = %+v, want key %+v, no window, a clock", i, *r, keys[i])
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err = exec.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // test cleanup
+	if _, err := tx.LimitLock(ctx, []driver.LimitKey{{Scope: "bogus", Name: "q"}}); err == nil {
+		t.Error("LimitLock with an unknown scope: no error")
 	}
 }

@@ -27,9 +27,10 @@
 //     suite runs on MariaDB 10.11; the SQL keeps to what MySQL 8 shares with
 //     it, but has not been run on MySQL 8 here. Reverting migration 3 needs
 //     MySQL 8.0.19 (ALTER TABLE ... DROP CONSTRAINT).
-//   - multiStatements=true in the DSN, for Exec and the migrations, which
-//     hold several statements. DSN and Open set it, with interpolateParams=true,
-//     which sends each statement in one round trip instead of three.
+//   - multiStatements=true in the DSN, for Exec, the migrations and
+//     LimitLock, which send several statements at once. DSN and Open set it,
+//     with interpolateParams=true, which sends each statement in one round
+//     trip instead of three.
 //   - Nothing of the binary log. SKIP LOCKED appears only in plain SELECTs,
 //     which are never logged; every logged write names its rows by ID (no
 //     LIMIT, no SKIP LOCKED inside an UPDATE or DELETE), so it is

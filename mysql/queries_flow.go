@@ -21,22 +21,24 @@ SELECT 1, running_kind, COUNT(*) FROM leasehold_job
 WHERE running_kind IN (%s) AND lease_until > ` + sqlNow + `
 GROUP BY running_kind`
 
-// limitInsertRow is one row of limitUpsert: scope, name.
-const limitInsertRow = `(?, ?, 0, ` + sqlNow + `)`
-
-// limitUpsert creates the limit rows that are missing and locks every row
-// named, one after the other in the order of its rows (limitInsertRow,
-// the %s). The no-op update makes InnoDB take an exclusive lock on a row
-// that exists; INSERT IGNORE would take a shared one, and two claimers
-// upgrading their shared locks for the FOR UPDATE that follows deadlock.
-const limitUpsert = `INSERT INTO leasehold_limit (scope, name, window_count, updated_at)
+// limitLock creates the limit rows that are missing and locks every row
+// named, then reads them and the database clock: two statements sent in one
+// round trip (multiStatements), since the lock is held from the first to the
+// commit. The first %s is the rows to insert, "(scope, name, 0, now)" each,
+// the second the (scope, name) pairs; the keys are literals (sqlText), as a
+// statement with placeholders cannot hold two statements without
+// interpolateParams.
+//
+// The INSERT locks the rows one after the other in the order of its rows.
+// Its no-op update makes InnoDB take an exclusive lock on a row that exists;
+// INSERT IGNORE would take a shared one, and two claimers upgrading their
+// shared locks for the read deadlock. The SELECT starts once the INSERT has
+// the locks, so its clock is read after them; its FOR UPDATE changes nothing
+// then (the locks are held) but says what the read relies on.
+const limitLock = `INSERT INTO leasehold_limit (scope, name, window_count, updated_at)
 VALUES %s
-ON DUPLICATE KEY UPDATE window_count = window_count`
-
-// limitLockedRead reads the limit rows named by the %s ((scope, name) pairs)
-// and the database clock, after limitUpsert has locked them. FOR UPDATE
-// changes nothing then (the locks are held) but says what the read relies on.
-const limitLockedRead = `SELECT scope, name, window_start, window_count, ` + sqlNow + `
+ON DUPLICATE KEY UPDATE window_count = window_count;
+SELECT scope, name, window_start, window_count, ` + sqlNow + `
 FROM leasehold_limit
 WHERE (scope, name) IN (%s)
 FOR UPDATE`
