@@ -54,6 +54,16 @@ type claimResult struct {
 // rate window, commit. The next claimer's count runs after this commit, so
 // it sees these jobs running: the limit holds under any concurrency.
 func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimits, limit int) (res claimResult, err error) {
+	// A queue at its limit is the common case while a backlog drains: look
+	// first without taking the lock (a plain read), so that full claimers
+	// do not queue on the limit row. The locked count below decides; this
+	// one only skips rounds that could claim nothing.
+	if f.queueLimit > 0 {
+		counts, err := c.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue})
+		if err == nil && counts.Queue >= int64(f.queueLimit) {
+			return claimResult{capped: true}, nil
+		}
+	}
 	tx, err := c.exec.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin limited claim: %w", err)

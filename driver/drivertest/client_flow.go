@@ -105,7 +105,7 @@ func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 			n, err := env.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: leasehold.DefaultQueue})
 			if err == nil && n.Queue > dbPeak.Load() {
@@ -121,13 +121,15 @@ func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
 	if _, err := victim.InsertManyFast(ctx, params); err != nil {
 		t.Fatalf("InsertManyFast: %v", err)
 	}
-	waitFor(t, 60*time.Second, func() bool { return cc.done.Load() >= jobs/3 }, func() string {
+	// Generous waits: under the race detector an embedded SQLite runs each
+	// statement some twenty times slower, and the suite runs in parallel.
+	waitFor(t, 300*time.Second, func() bool { return cc.done.Load() >= jobs/3 }, func() string {
 		return fmt.Sprintf("%d of %d jobs done before the kill", cc.done.Load(), jobs)
 	})
 	fd.set(faultPartition)
 	killedAt := cc.done.Load()
 
-	waitFor(t, 240*time.Second, func() bool {
+	waitFor(t, 600*time.Second, func() bool {
 		counts, err := env.exec.JobCountByState(ctx)
 		if err != nil {
 			return false
