@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateName(t *testing.T) {
@@ -78,20 +79,45 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		t.Fatalf("withDefaults changed the caller's config: %+v", original)
 	}
 	for name, bad := range map[string]Config{
-		"ttl":          {LeaseTTL: 1},
-		"policy":       {ExpiryPolicy: "sometimes"},
-		"attempts":     {MaxAttempts: -2},
-		"queue name":   {Queues: map[string]QueueConfig{"bad name": {MaxWorkers: 1}}},
-		"queue size":   {Queues: map[string]QueueConfig{"q": {MaxWorkers: 0}}},
-		"args bytes":   {MaxArgsBytes: -1},
-		"no queues":    {Workers: w, Queues: map[string]QueueConfig{}},
-		"negative gap": {PollInterval: -1},
+		"ttl":               {LeaseTTL: 1},
+		"policy":            {ExpiryPolicy: "sometimes"},
+		"attempts":          {MaxAttempts: -2},
+		"queue name":        {Queues: map[string]QueueConfig{"bad name": {MaxWorkers: 1}}},
+		"queue size":        {Queues: map[string]QueueConfig{"q": {MaxWorkers: 0}}},
+		"args bytes":        {MaxArgsBytes: -1},
+		"no queues":         {Workers: w, Queues: map[string]QueueConfig{}},
+		"negative gap":      {PollInterval: -1},
+		"global limit":      {Queues: map[string]QueueConfig{"q": {MaxWorkers: 1, GlobalLimit: -1}}},
+		"rate limit":        {Queues: map[string]QueueConfig{"q": {MaxWorkers: 1, RateLimit: &RateLimit{Limit: 0, Period: time.Second}}}},
+		"rate period":       {Queues: map[string]QueueConfig{"q": {MaxWorkers: 1, RateLimit: &RateLimit{Limit: 5}}}},
+		"leader ttl":        {LeaderTTL: time.Millisecond},
+		"cancel gap":        {CancelCheckInterval: -1},
+		"retention":         {Retention: Retention{Interval: -time.Second}},
+		"periodic nil":      {PeriodicJobs: []*PeriodicJob{nil}},
+		"periodic name":     {PeriodicJobs: []*PeriodicJob{{Name: "bad name", Schedule: everyTest(time.Second), Job: noJob}}},
+		"periodic schedule": {PeriodicJobs: []*PeriodicJob{{Name: "a", Job: noJob}}},
+		"periodic job":      {PeriodicJobs: []*PeriodicJob{{Name: "a", Schedule: everyTest(time.Second)}}},
+		"periodic policy":   {PeriodicJobs: []*PeriodicJob{{Name: "a", Schedule: everyTest(time.Second), Job: noJob, MissedRuns: "sometimes"}}},
+		"periodic twice": {PeriodicJobs: []*PeriodicJob{
+			{Name: "a", Schedule: everyTest(time.Second), Job: noJob},
+			{Name: "a", Schedule: everyTest(time.Minute), Job: noJob},
+		}},
 	} {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: withDefaults = %v, want ErrInvalidConfig", name, err)
 		}
 	}
 }
+
+// everyTest is a fixed-interval schedule for config tests.
+type everyTest time.Duration
+
+func (e everyTest) Next(t time.Time) time.Time {
+	return t.Truncate(time.Duration(e)).Add(time.Duration(e))
+}
+func (e everyTest) String() string { return "@every " + time.Duration(e).String() }
+
+func noJob(time.Time) (JobArgs, *InsertOpts) { return nil, nil }
 
 func TestHasNULEscape(t *testing.T) {
 	t.Parallel()
