@@ -24,6 +24,10 @@ type leaseholdEngine[TTx any] struct {
 	resets     []string
 	analyzeSQL string
 	hold       bool // insert held jobs (heartbeat mode)
+	// remote inserts single jobs through the insert-only client, as another
+	// process would: the running client is not woken locally, only by the
+	// driver's notifications or its next poll.
+	remote bool
 
 	inserter *leasehold.Client[TTx]
 	client   atomic.Pointer[leasehold.Client[TTx]]
@@ -93,7 +97,11 @@ func (e *leaseholdEngine[TTx]) insert(ctx context.Context, n int) error {
 }
 
 func (e *leaseholdEngine[TTx]) insertOne(ctx context.Context, a benchArgs) error {
-	_, err := e.insertClient().Insert(ctx, a, nil)
+	c := e.insertClient()
+	if e.remote {
+		c = e.inserter
+	}
+	_, err := c.Insert(ctx, a, nil)
 	return err
 }
 

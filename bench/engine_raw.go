@@ -49,11 +49,23 @@ WHERE id = t.c_id
 	AND state = 'running'
 	AND lease_until > now()`
 
+// rawOps are the statements of the raw loop on one database.
+type rawOps interface {
+	// claim leases up to max claimable jobs to owner and appends their IDs
+	// and new fencing tokens.
+	claim(ctx context.Context, owner string, max int, ids, tokens []int64) ([]int64, []int64, error)
+	// complete completes the jobs whose token and lease still hold, in one
+	// statement, and returns how many it wrote.
+	complete(ctx context.Context, ids, tokens []int64) (int64, error)
+	reset(ctx context.Context) error
+	analyze(ctx context.Context) error
+}
+
 // rawEngine is the limit of the approach: loops of batch claim and one
 // fenced batch completion, no framework, no history, no heartbeats.
 type rawEngine struct {
-	pool     *pgxpool.Pool
-	inserter *leaseholdEngine[pgx.Tx]
+	ops      rawOps
+	inserter engine // inserts the backlog with our bulk insert
 	loops    int
 	batch    int
 
@@ -69,20 +81,14 @@ func newRawEngine(pool *pgxpool.Pool) (*rawEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawEngine{pool: pool, inserter: ins, loops: 4, batch: 1000}, nil
+	return &rawEngine{ops: pgRaw{pool}, inserter: ins, loops: 4, batch: 1000}, nil
 }
 
 func (e *rawEngine) name() string { return "raw" }
 
-func (e *rawEngine) reset(ctx context.Context) error {
-	_, err := e.pool.Exec(ctx, "TRUNCATE leasehold_job, leasehold_attempt")
-	return err
-}
+func (e *rawEngine) reset(ctx context.Context) error { return e.ops.reset(ctx) }
 
-func (e *rawEngine) analyze(ctx context.Context) error {
-	_, err := e.pool.Exec(ctx, "ANALYZE leasehold_job")
-	return err
-}
+func (e *rawEngine) analyze(ctx context.Context) error { return e.ops.analyze(ctx) }
 
 func (e *rawEngine) insert(ctx context.Context, n int) error { return e.inserter.insert(ctx, n) }
 
@@ -113,16 +119,8 @@ func (e *rawEngine) loop(ctx context.Context, owner string) error {
 	ids := make([]int64, 0, e.batch)
 	tokens := make([]int64, 0, e.batch)
 	for ctx.Err() == nil {
-		ids, tokens = ids[:0], tokens[:0]
-		rows, err := e.pool.Query(ctx, rawClaim, e.batch, owner)
-		if err != nil {
-			return fmt.Errorf("raw: claim: %w", err)
-		}
-		var id, token int64
-		_, err = pgx.ForEachRow(rows, []any{&id, &token}, func() error {
-			ids, tokens = append(ids, id), append(tokens, token)
-			return nil
-		})
+		var err error
+		ids, tokens, err = e.ops.claim(ctx, owner, e.batch, ids[:0], tokens[:0])
 		if err != nil {
 			return fmt.Errorf("raw: claim: %w", err)
 		}
@@ -131,11 +129,11 @@ func (e *rawEngine) loop(ctx context.Context, owner string) error {
 			continue
 		}
 		// The handlers would run here; the jobs are no-ops.
-		tag, err := e.pool.Exec(ctx, rawComplete, ids, tokens)
+		n, err := e.ops.complete(ctx, ids, tokens)
 		if err != nil {
 			return fmt.Errorf("raw: complete: %w", err)
 		}
-		e.done.Add(tag.RowsAffected())
+		e.done.Add(n)
 	}
 	return ctx.Err()
 }
@@ -151,6 +149,37 @@ func (e *rawEngine) stop(context.Context) error {
 }
 
 func (e *rawEngine) completed() int64 { return e.done.Load() }
+
+// pgRaw is the raw loop on Postgres: one statement to claim, one to complete.
+type pgRaw struct{ pool *pgxpool.Pool }
+
+func (r pgRaw) claim(ctx context.Context, owner string, max int, ids, tokens []int64) ([]int64, []int64, error) {
+	rows, err := r.pool.Query(ctx, rawClaim, max, owner)
+	if err != nil {
+		return ids, tokens, err
+	}
+	var id, token int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &token}, func() error {
+		ids, tokens = append(ids, id), append(tokens, token)
+		return nil
+	})
+	return ids, tokens, err
+}
+
+func (r pgRaw) complete(ctx context.Context, ids, tokens []int64) (int64, error) {
+	tag, err := r.pool.Exec(ctx, rawComplete, ids, tokens)
+	return tag.RowsAffected(), err
+}
+
+func (r pgRaw) reset(ctx context.Context) error {
+	_, err := r.pool.Exec(ctx, "TRUNCATE leasehold_job, leasehold_attempt")
+	return err
+}
+
+func (r pgRaw) analyze(ctx context.Context) error {
+	_, err := r.pool.Exec(ctx, "ANALYZE leasehold_job")
+	return err
+}
 
 func poolExec(pool *pgxpool.Pool) func(context.Context, string) error {
 	return func(ctx context.Context, q string) error {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,20 +56,35 @@ func openPool(ctx context.Context, url, schema, app string) (*pgxpool.Pool, erro
 	return pool, nil
 }
 
+// dbServer names the database server whose CPU the throughput lines count:
+// every process on this machine with one of procs as its command name.
+type dbServer struct {
+	label string   // in the CPU/job column; "" prints no server column
+	procs []string // command names in /proc/<pid>/stat
+}
+
+var (
+	pgServer    = dbServer{label: "postgres", procs: []string{"postgres"}}
+	mysqlServer = dbServer{label: "mariadbd", procs: []string{"mariadbd", "mysqld"}}
+	noServer    = dbServer{} // an embedded database: its CPU is the bench process's
+)
+
 // usage is a snapshot of the resources a round consumes.
 type resUsage struct {
 	at    time.Time
 	goCPU time.Duration         // this process, user+system
-	pgCPU map[int]time.Duration // per process named postgres on this machine
+	pgCPU map[int]time.Duration // per database server process on this machine
 }
 
-func takeUsage() resUsage {
-	return resUsage{at: time.Now(), goCPU: processCPU(), pgCPU: postgresCPUByPID(nil)}
+// takeUsage snapshots this process's CPU and that of the server's processes
+// (Postgres: one per connection; MariaDB: one for all).
+func takeUsage(server dbServer) resUsage {
+	return resUsage{at: time.Now(), goCPU: processCPU(), pgCPU: serverCPUByPID(nil, server.procs)}
 }
 
-// pgCPUSince is the postgres CPU used between u0 and u: for each process
-// alive at u, its CPU minus what it had at u0 (all of it when it started
-// since). Processes that exited in between are not counted.
+// pgCPUSince is the database server CPU used between u0 and u: for each
+// process alive at u, its CPU minus what it had at u0 (all of it when it
+// started since). Processes that exited in between are not counted.
 func (u resUsage) pgCPUSince(u0 resUsage) time.Duration {
 	var d time.Duration
 	for pid, t := range u.pgCPU {
@@ -103,6 +119,16 @@ func postgresCPU(pids []int) time.Duration {
 
 // postgresCPUByPID is postgresCPU per process.
 func postgresCPUByPID(pids []int) map[int]time.Duration {
+	return serverCPUByPID(pids, pgServer.procs)
+}
+
+// serverCPUByPID is the CPU of each process named one of names: all of them
+// when pids is nil, else those listed.
+func serverCPUByPID(pids []int, names []string) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	if len(names) == 0 {
+		return out
+	}
 	if pids == nil {
 		matches, _ := filepath.Glob("/proc/[0-9]*/stat")
 		for _, m := range matches {
@@ -111,7 +137,6 @@ func postgresCPUByPID(pids []int) map[int]time.Duration {
 			}
 		}
 	}
-	out := map[int]time.Duration{}
 	for _, pid := range pids {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
@@ -119,7 +144,7 @@ func postgresCPUByPID(pids []int) map[int]time.Duration {
 		}
 		s := string(b)
 		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || s[open+1:end] != "postgres" {
+		if open < 0 || end < open || !slices.Contains(names, s[open+1:end]) {
 			continue
 		}
 		// Fields after the command: state is field 3; utime and stime are 14 and 15.

@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/leasehold/leasehold => ../
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/leasehold/leasehold v0.0.0-00010101000000-000000000000
 	github.com/riverqueue/river v0.51.2
@@ -14,6 +15,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -2,16 +2,26 @@
 // loop of raw SQL (the limit of a leased queue on the database), in one
 // process, with alternating rounds, on the same database.
 //
-//	go run . drain       [-jobs 200000] [-rounds 3]
+//	go run . drain       [-jobs 200000] [-rounds 3] [-backend postgres|mysql]
 //	go run . continuous  [-duration 10s] [-rounds 3]
-//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0]
+//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0] [-backend postgres|mysql]
 //	go run . heartbeat   [-jobs 10000] [-duration 40s] [-ttl 30s]
 //	go run . sqlite      [-jobs 20000] [-rounds 3]
 //
 // Postgres is LEASEHOLD_TEST_POSTGRES_URL (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable); each engine
-// works in its own schema (bench_raw, bench_leasehold, bench_river). Every
-// mode prints one line per engine; see BENCHMARKS.md at the repository root.
+// works in its own schema (bench_raw, bench_leasehold, bench_river).
+//
+// With -backend mysql, drain and latency run on MySQL/MariaDB at
+// LEASEHOLD_TEST_MYSQL_URL (default root@tcp(127.0.0.1:3306)/test, a
+// go-sql-driver DSN or a mysql:// URL), each engine in its own database
+// (leasehold_bench_raw, leasehold_bench_leasehold), never the test database.
+// River has no MySQL driver, so there the engines are raw and leasehold
+// (drain, default 50,000 jobs) and leasehold-default and leasehold-remote
+// (latency).
+//
+// Every mode prints one line per engine; see BENCHMARKS.md at the
+// repository root.
 package main
 
 import (
@@ -48,6 +58,7 @@ type options struct {
 	cpuprofile   string
 	sqliteDir    string
 	schemaPrefix string
+	backend      string
 }
 
 var modes = map[string]func(context.Context, *options, io.Writer) error{
@@ -66,7 +77,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	o := &options{mode: args[0]}
 	fs := flag.NewFlagSet(o.mode, flag.ContinueOnError)
-	fs.IntVar(&o.jobs, "jobs", 0, "jobs per round (drain 200000, sqlite 20000, heartbeat 10000; latency: claims timed with -retained, 1000)")
+	fs.IntVar(&o.jobs, "jobs", 0, "jobs per round (drain 200000, 50000 with -backend mysql; sqlite 20000, heartbeat 10000; latency: claims timed with -retained, 1000)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds per engine (3; heartbeat 1)")
 	fs.DurationVar(&o.duration, "duration", 0, "measured time per round (continuous 10s, latency 10s, heartbeat 40s)")
 	rates := fs.String("rate", "100,1000", "latency: enqueue rates in jobs/s, comma-separated")
@@ -76,9 +87,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.retained, "retained", 0, "latency: also measure leasehold with this many finished jobs retained in its table")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here; samples carry an engine label (go tool pprof -tagfocus engine=leasehold)")
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "sqlite: directory for the database files (default a temporary directory)")
-	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river")
+	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river; MySQL databases leasehold_<prefix>_raw and leasehold_<prefix>_leasehold")
+	fs.StringVar(&o.backend, "backend", "postgres", "drain and latency: postgres, or mysql (MySQL/MariaDB at LEASEHOLD_TEST_MYSQL_URL; engines raw and leasehold, River has no MySQL driver)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if o.backend != "postgres" && o.mode != "drain" && o.mode != "latency" {
+		return fmt.Errorf("-backend %s: only the drain and latency modes run on another backend than postgres", o.backend)
 	}
 	for _, r := range strings.Split(*rates, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))

@@ -42,7 +42,7 @@ func runContinuous(ctx context.Context, o *options, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "# continuous: %s measured per round after a warm-up, backlog kept at %d-%d jobs, %d rounds\n", dur, lowWater, lowWater+insertBatch, rounds)
-	printThroughput(out, "continuous", "jobs/s", all, true)
+	printThroughput(out, "continuous", "jobs/s", all, pgServer)
 	printTraces(out, engines)
 	return nil
 }
@@ -84,9 +84,9 @@ func continuousRound(ctx context.Context, e engine, dur time.Duration) (sample, 
 			}
 		}()
 		sleepCtx(ctx, min(time.Second, dur/4))
-		c0, u0 := e.completed(), takeUsage()
+		c0, u0 := e.completed(), takeUsage(pgServer)
 		sleepCtx(ctx, dur)
-		c1, u1 := e.completed(), takeUsage()
+		c1, u1 := e.completed(), takeUsage(pgServer)
 		stopInserting()
 		wg.Wait()
 		n := int(c1 - c0)

@@ -11,31 +11,33 @@ import (
 // runDrain times the working of a backlog inserted beforehand, from Start to
 // the last completion written, in alternating rounds.
 func runDrain(ctx context.Context, o *options, out io.Writer) error {
-	env, err := setupPostgres(ctx, o.schemaPrefix)
+	b, err := openBackend(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer b.close()
 	names := o.engines
 	if names == nil {
-		names = []string{"raw", "river", "leasehold"}
+		names = b.drainEngines
 	}
 	var engines []engine
 	for _, n := range names {
-		e, err := pgEngine(ctx, env, n, engineSpec{workers: o.workers}, newHooks())
+		e, err := b.engine(n, engineSpec{workers: o.workers}, newHooks())
 		if err != nil {
 			return err
 		}
 		engines = append(engines, e)
 	}
-	jobs := orDefault(o.jobs, 200_000)
-	all, err := alternate(ctx, engines, orDefault(o.rounds, 3), func(e engine) (sample, error) { return drainRound(ctx, e, jobs) })
+	jobs := orDefault(o.jobs, b.drainJobs)
+	all, err := alternate(ctx, engines, orDefault(o.rounds, 3), func(e engine) (sample, error) { return drainRound(ctx, e, jobs, b.server) })
 	if err != nil {
 		return err
 	}
+	b.printAbout(out)
 	fmt.Fprintf(out, "# drain: %d jobs per round, %d rounds, engines alternating\n", jobs, orDefault(o.rounds, 3))
-	printThroughput(out, "drain", "jobs/s", all, true)
+	printThroughput(out, b.line+"drain", "jobs/s", all, b.server)
 	printTraces(out, engines)
+	b.printAfter(out)
 	return nil
 }
 
@@ -60,12 +62,14 @@ func alternate(ctx context.Context, engines []engine, rounds int, round func(eng
 	return all, nil
 }
 
-func drainRound(ctx context.Context, e engine, n int) (sample, error) {
+// drainRound drains n jobs; server names the database processes whose CPU
+// it counts.
+func drainRound(ctx context.Context, e engine, n int, server dbServer) (sample, error) {
 	if err := prepareBacklog(ctx, e, n); err != nil {
 		return sample{}, err
 	}
 	resetPeakRSS()
-	u0 := takeUsage()
+	u0 := takeUsage(server)
 	var (
 		elapsed time.Duration
 		err     error
@@ -75,11 +79,13 @@ func drainRound(ctx context.Context, e engine, n int) (sample, error) {
 		if err = e.start(ctx); err != nil {
 			return
 		}
-		// Generous: River's SQLite driver completes about 2,000 jobs/s.
-		err = waitFor(ctx, 30*time.Second+time.Duration(n)*time.Millisecond, func() bool { return e.completed() >= int64(n) })
+		// Generous, a guard against hangs only: River's SQLite driver
+		// completes about 2,000 jobs/s, leasehold on a loaded MariaDB a few
+		// hundred.
+		err = waitFor(ctx, 30*time.Second+time.Duration(n)*10*time.Millisecond, func() bool { return e.completed() >= int64(n) })
 		elapsed = time.Since(start)
 	})
-	u1 := takeUsage()
+	u1 := takeUsage(server)
 	rss := peakRSS()
 	if stopErr := e.stop(ctx); err == nil {
 		err = stopErr

@@ -80,10 +80,10 @@ func runHeartbeat(ctx context.Context, o *options, out io.Writer) error {
 				return
 			}
 			st0, n0, l0 := e.stats().HeartbeatStatements, counter.leases.Load(), e.stats().LeasesLost
-			u0, ours0 := takeUsage(), postgresCPU(pids)
+			u0, ours0 := takeUsage(pgServer), postgresCPU(pids)
 			sleepCtx(ctx, dur)
 			st1, n1, l1 := e.stats().HeartbeatStatements, counter.leases.Load(), e.stats().LeasesLost
-			u1, ours1 := takeUsage(), postgresCPU(pids)
+			u1, ours1 := takeUsage(pgServer), postgresCPU(pids)
 			secs := u1.at.Sub(u0.at).Seconds()
 			perSec := float64(st1-st0) / secs
 			stmts = append(stmts, perSec)

@@ -25,22 +25,27 @@ type latencyResult struct {
 // from the start of the insert call to the start of the handler. Each
 // engine runs its default configuration; River also with a 2 ms fetch
 // cooldown. The raw loop is not measured: it has no wake-up, so its latency
-// is its poll interval.
+// is its poll interval. On MySQL (no River) leasehold runs twice: woken by
+// its own inserts, and with jobs inserted by another client, which it finds
+// at its next poll. The statement traces of the traced engines follow.
 func runLatency(ctx context.Context, o *options, out io.Writer) error {
-	env, err := setupPostgres(ctx, o.schemaPrefix)
+	b, err := openBackend(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer b.close()
+	if o.retained > 0 && b.pg == nil {
+		return fmt.Errorf("-retained: Postgres only")
+	}
 	names := o.engines
 	if names == nil {
-		names = []string{"leasehold-default", "river-default", "river-2ms"}
+		names = b.latencyEngines
 	}
 	hooksOf := map[string]*hooks{}
 	var engines []engine
 	for _, n := range names {
 		h := newHooks()
-		e, err := pgEngine(ctx, env, n, engineSpec{workers: o.workers}, h)
+		e, err := b.engine(n, engineSpec{workers: o.workers}, h)
 		if err != nil {
 			return err
 		}
@@ -49,6 +54,7 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 	}
 	dur := orDefault(o.duration, 10*time.Second)
 	rounds := orDefault(o.rounds, 3)
+	b.printAbout(out)
 	for _, rate := range o.rates {
 		results := make([]*latencyResult, len(engines))
 		for i, e := range engines {
@@ -65,10 +71,11 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 			}
 		}
 		fmt.Fprintf(out, "# latency: enqueue (start of the insert call) to handler start, %d jobs/s for %s, %d rounds\n", rate, dur, rounds)
-		printLatency(out, fmt.Sprintf("latency@%d/s", rate), results)
+		printLatency(out, fmt.Sprintf("%slatency@%d/s", b.line, rate), results)
 	}
+	printTraces(out, engines)
 	if o.retained > 0 {
-		return runRetained(ctx, o, env, out, dur, rounds)
+		return runRetained(ctx, o, b.pg, out, dur, rounds)
 	}
 	return nil
 }

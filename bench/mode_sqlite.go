@@ -34,12 +34,12 @@ func runSQLite(ctx context.Context, o *options, out io.Writer) error {
 	}
 	jobs := orDefault(o.jobs, 20_000)
 	rounds := orDefault(o.rounds, 3)
-	all, err := alternate(ctx, engines, rounds, func(e engine) (sample, error) { return drainRound(ctx, e, jobs) })
+	all, err := alternate(ctx, engines, rounds, func(e engine) (sample, error) { return drainRound(ctx, e, jobs, noServer) })
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "# sqlite drain: %d jobs per round, %d rounds, engines alternating\n", jobs, rounds)
-	printThroughput(out, "sqlite", "jobs/s", all, false)
+	printThroughput(out, "sqlite", "jobs/s", all, noServer)
 	printTraces(out, engines)
 	return nil
 }

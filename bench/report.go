@@ -11,7 +11,7 @@ import (
 type sample struct {
 	value        float64
 	goCPUPerJob  float64 // µs of this process's CPU per job
-	pgCPUPerJob  float64 // µs of postgres CPU per job (every postgres process)
+	pgCPUPerJob  float64 // µs of database server CPU per job (every server process)
 	peakRSSBytes int64
 }
 
@@ -51,8 +51,9 @@ func median(v []float64) float64 {
 
 // printThroughput prints one line per engine: min/median/max of the figure,
 // the ratio of its median to each peer's median, the peak RSS of its worst
-// round and its CPU per job (median over rounds).
-func printThroughput(w io.Writer, mode, unit string, all []*series, showPG bool) {
+// round and its CPU per job (median over rounds), the server's too unless
+// its label is empty.
+func printThroughput(w io.Writer, mode, unit string, all []*series, server dbServer) {
 	for _, s := range all {
 		lo, med, hi := spread(s.values())
 		var b strings.Builder
@@ -69,8 +70,8 @@ func printThroughput(w io.Writer, mode, unit string, all []*series, showPG bool)
 			goCPU, pgCPU = append(goCPU, x.goCPUPerJob), append(pgCPU, x.pgCPUPerJob)
 		}
 		fmt.Fprintf(&b, " | peak RSS %d MiB | CPU/job: bench process %.1f µs", rss>>20, median(goCPU))
-		if showPG {
-			fmt.Fprintf(&b, ", postgres %.1f µs", median(pgCPU))
+		if server.label != "" {
+			fmt.Fprintf(&b, ", %s %.1f µs", server.label, median(pgCPU))
 		}
 		fmt.Fprintln(w, b.String())
 	}

@@ -20,7 +20,13 @@ import (
 func TestSmoke(t *testing.T) {
 	prefix := fmt.Sprintf("bench_smoke_%d", os.Getpid())
 	t.Cleanup(func() { dropSchemas(t, prefix) })
+	t.Cleanup(func() {
+		if err := dropMySQLDatabases(prefix); err != nil {
+			t.Errorf("drop MySQL databases: %v", err)
+		}
+	})
 	cases := []struct {
+		name    string // subtest name; the mode when empty
 		args    []string
 		lines   map[string][]string // line prefix (mode) -> engines
 		timeout time.Duration
@@ -48,9 +54,23 @@ func TestSmoke(t *testing.T) {
 			args:  []string{"sqlite", "-jobs", "300", "-rounds", "1", "-workers", "100", "-sqlite-dir", t.TempDir()},
 			lines: map[string][]string{"sqlite": {"river", "leasehold"}},
 		},
+		{
+			name:  "drain-mysql",
+			args:  []string{"drain", "-backend", "mysql", "-jobs", "300", "-rounds", "1", "-workers", "100"},
+			lines: map[string][]string{"mysql-drain": {"raw", "leasehold"}},
+		},
+		{
+			name:  "latency-mysql",
+			args:  []string{"latency", "-backend", "mysql", "-rate", "100", "-duration", "1s", "-rounds", "1"},
+			lines: map[string][]string{"mysql-latency@100/s": {"leasehold-default", "leasehold-remote"}},
+		},
 	}
 	for _, c := range cases {
-		t.Run(c.args[0], func(t *testing.T) {
+		name := c.name
+		if name == "" {
+			name = c.args[0]
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			var out bytes.Buffer

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
+	"github.com/leasehold/leasehold/mysql"
 	"github.com/leasehold/leasehold/postgres"
 	lhsqlite "github.com/leasehold/leasehold/sqlite"
 )
@@ -106,5 +107,15 @@ type tracedSQLite struct {
 }
 
 func (d tracedSQLite) GetExecutor() driver.Executor {
+	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+}
+
+// tracedMySQL is the MySQL/MariaDB driver with a traced executor.
+type tracedMySQL struct {
+	*mysql.Driver
+	t *stmtTrace
+}
+
+func (d tracedMySQL) GetExecutor() driver.Executor {
 	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
 }

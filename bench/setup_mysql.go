@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/migrate"
+	"github.com/leasehold/leasehold/mysql"
+)
+
+// defaultMySQLDSN is used when LEASEHOLD_TEST_MYSQL_URL is unset: the server
+// the mysql package's tests use (MariaDB on loopback, root without a
+// password).
+const defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test"
+
+// errNoRiverMySQL answers a River engine on -backend mysql.
+var errNoRiverMySQL = errors.New("River has no MySQL or MariaDB driver (v0.51.2 ships riverpgxv5, riverdatabasesql for Postgres, and riversqlite): not measured on -backend mysql")
+
+// mysqlConfig parses LEASEHOLD_TEST_MYSQL_URL: a go-sql-driver/mysql DSN
+// ("root@tcp(127.0.0.1:3306)/test"), as the mysql package's tests read it,
+// or a URL ("mysql://root@127.0.0.1:3306/test").
+func mysqlConfig() (*mysqldriver.Config, error) {
+	dsn := os.Getenv("LEASEHOLD_TEST_MYSQL_URL")
+	if dsn == "" {
+		dsn = defaultMySQLDSN
+	}
+	if !strings.HasPrefix(dsn, "mysql://") && !strings.HasPrefix(dsn, "mariadb://") {
+		cfg, err := mysqldriver.ParseDSN(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("parse LEASEHOLD_TEST_MYSQL_URL %q: %w", dsn, err)
+		}
+		return cfg, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse LEASEHOLD_TEST_MYSQL_URL %q: %w", dsn, err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	cfg, err := mysqldriver.ParseDSN("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("parse LEASEHOLD_TEST_MYSQL_URL %q: %w", dsn, err)
+	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	return cfg, nil
+}
+
+// mysqlSuffixes name the databases of -backend mysql, one per engine:
+// leasehold_<prefix>_<suffix>, never the test database other tests share.
+var mysqlSuffixes = []string{"raw", "leasehold"}
+
+func mysqlDatabase(prefix, suffix string) string { return "leasehold_" + prefix + "_" + suffix }
+
+// mysqlResets empty a leasehold schema on MySQL (TRUNCATE takes one table).
+var mysqlResets = []string{"TRUNCATE TABLE leasehold_job", "TRUNCATE TABLE leasehold_attempt"}
+
+// mysqlAnalyze refreshes InnoDB's statistics of the job table.
+const mysqlAnalyze = "ANALYZE TABLE leasehold_job"
+
+// mysqlDB is one engine's database, opened with mysql.Open (its DSN
+// settings; database/sql's pool with no cap on open connections, 16 idle).
+type mysqlDB struct {
+	name string
+	drv  *mysql.Driver
+	db   *sql.DB
+}
+
+// mysqlEnv holds one database per engine, migrated.
+type mysqlEnv struct {
+	raw, leasehold *mysqlDB
+	server         string   // "MariaDB 10.11.19-MariaDB-0+deb12u1 at tcp(127.0.0.1:3306)"
+	settings       []string // name=value of the server settings that matter here
+
+	stopWatch func()
+	peakMu    sync.Mutex
+	peak      map[string]int // connections in use at once, at most, per database
+}
+
+func setupMySQL(ctx context.Context, prefix string) (*mysqlEnv, error) {
+	cfg, err := mysqlConfig()
+	if err != nil {
+		return nil, err
+	}
+	adminCfg := cfg.Clone()
+	adminCfg.DBName = ""
+	admin, err := sql.Open("mysql", adminCfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", cfg.Addr, err)
+	}
+	defer admin.Close()
+	env := &mysqlEnv{}
+	if err := env.describe(ctx, admin, cfg); err != nil {
+		return nil, err
+	}
+	for _, suffix := range mysqlSuffixes {
+		name := mysqlDatabase(prefix, suffix)
+		if _, err := admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
+			env.close()
+			return nil, fmt.Errorf("create database %s on %s (LEASEHOLD_TEST_MYSQL_URL; scripts/ensure-mariadb.sh starts one): %w", name, cfg.Addr, err)
+		}
+		c := cfg.Clone()
+		c.DBName = name
+		drv, db, err := mysql.Open(c.FormatDSN())
+		if err != nil {
+			env.close()
+			return nil, fmt.Errorf("open database %s: %w", name, err)
+		}
+		m := &mysqlDB{name: name, drv: drv, db: db}
+		if suffix == "raw" {
+			env.raw = m
+		} else {
+			env.leasehold = m
+		}
+		if _, err := migrate.New(drv).Up(ctx); err != nil {
+			env.close()
+			return nil, fmt.Errorf("migrate %s: %w", name, err)
+		}
+	}
+	env.watchPools()
+	return env, nil
+}
+
+// watchPools samples how many connections each pool has in use every
+// millisecond until close, keeping the peak: database/sql records none, and
+// the pools are not capped.
+func (env *mysqlEnv) watchPools() {
+	env.peak = map[string]int{}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	env.stopWatch = func() {
+		close(done)
+		<-stopped
+	}
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			env.peakMu.Lock()
+			for _, m := range []*mysqlDB{env.raw, env.leasehold} {
+				env.peak[m.name] = max(env.peak[m.name], m.db.Stats().InUse)
+			}
+			env.peakMu.Unlock()
+		}
+	}()
+}
+
+// describe reads the server's version and the settings that bear on the
+// figures: durability of each commit, the binary log, isolation.
+func (env *mysqlEnv) describe(ctx context.Context, db *sql.DB, cfg *mysqldriver.Config) error {
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return fmt.Errorf("connect to MySQL/MariaDB at %s (LEASEHOLD_TEST_MYSQL_URL; scripts/ensure-mariadb.sh starts one): %w", cfg.Addr, err)
+	}
+	kind := "MySQL"
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		kind = "MariaDB"
+	}
+	env.server = fmt.Sprintf("%s %s at %s(%s)", kind, version, cfg.Net, cfg.Addr)
+	names := []string{"innodb_flush_log_at_trx_commit", "log_bin", "binlog_format", "sync_binlog",
+		"tx_isolation", "transaction_isolation", "innodb_buffer_pool_size", "innodb_flush_method", "innodb_doublewrite"}
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('"+strings.Join(names, "','")+"')")
+	if err != nil {
+		return fmt.Errorf("read server settings: %w", err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		got[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, k := range names {
+		if v, ok := got[k]; ok {
+			env.settings = append(env.settings, k+"="+v)
+		}
+	}
+	return nil
+}
+
+func (env *mysqlEnv) close() {
+	if env.stopWatch != nil {
+		env.stopWatch()
+	}
+	for _, m := range []*mysqlDB{env.raw, env.leasehold} {
+		if m != nil {
+			m.db.Close()
+		}
+	}
+}
+
+// about is the comment lines a -backend mysql run prints before its results.
+func (env *mysqlEnv) about() []string {
+	return []string{
+		fmt.Sprintf("# %s; databases %s (raw) and %s (leasehold); River has no MySQL or MariaDB driver, so it is not measured here",
+			env.server, env.raw.name, env.leasehold.name),
+		"# server settings: " + strings.Join(env.settings, " ") + " (the driver's and raw's claim transactions are READ COMMITTED)",
+	}
+}
+
+// pools reports the most connections each engine had in use at once.
+func (env *mysqlEnv) pools() string {
+	env.peakMu.Lock()
+	defer env.peakMu.Unlock()
+	return fmt.Sprintf("# pools: database/sql via mysql.Open, no cap on open connections; most in use at once (sampled every ms): raw %d, leasehold %d",
+		env.peak[env.raw.name], env.peak[env.leasehold.name])
+}
+
+// mysqlEngine builds the named engine on MySQL/MariaDB. Names:
+//
+//	raw               the hand-written loop (4 loops, 1,000 per batch)
+//	leasehold         our defaults, MaxWorkers sized like the Postgres drain
+//	leasehold-default our defaults, 100 workers
+//	leasehold-remote  our defaults, 100 workers, with jobs inserted by
+//	                  another client (as from another process): MySQL cannot
+//	                  push a wake-up, so they wait for the next poll
+func mysqlEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine, error) {
+	e, err := newMySQLEngine(env, name, spec, h)
+	if err != nil {
+		return nil, err
+	}
+	return &lockCounted{engine: e, admin: env.leasehold.db}, nil
+}
+
+func newMySQLEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine, error) {
+	switch name {
+	case "raw":
+		ins, err := newLeaseholdEngine("raw", env.raw.drv, leasehold.Config{}, newHooks(), dbExec(env.raw.db), nil, "")
+		if err != nil {
+			return nil, err
+		}
+		return &rawEngine{ops: mysqlRaw{env.raw.db}, inserter: ins, loops: 4, batch: 1000}, nil
+	case "leasehold", "leasehold-default", "leasehold-remote":
+		cfg := leasehold.Config{LeaseTTL: spec.ttl}
+		if name == "leasehold" {
+			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
+		}
+		t := newStmtTrace()
+		e, err := newLeaseholdEngine(name, tracedMySQL{env.leasehold.drv, t}, cfg, h, dbExec(env.leasehold.db), mysqlResets, mysqlAnalyze)
+		if err != nil {
+			return nil, err
+		}
+		e.hold, e.trace, e.remote = spec.hold, t, name == "leasehold-remote"
+		return e, nil
+	case "river", "river-default", "river-2ms":
+		return nil, errNoRiverMySQL
+	}
+	return nil, fmt.Errorf("unknown engine %q on -backend mysql (raw, leasehold, leasehold-default, leasehold-remote)", name)
+}
+
+// dropMySQLDatabases drops the databases of prefix (the smoke test's).
+func dropMySQLDatabases(prefix string) error {
+	cfg, err := mysqlConfig()
+	if err != nil {
+		return err
+	}
+	cfg.DBName = ""
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range mysqlSuffixes {
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+mysqlDatabase(prefix, s)+"`"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dbExecAll runs statements on db in order.
+func dbExecAll(ctx context.Context, db *sql.DB, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%.40s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// lockCounted wraps an engine to add up InnoDB's row-lock counters between
+// its starts and stops. They are server-wide: other clients of the server
+// count too.
+type lockCounted struct {
+	engine
+	admin         *sql.DB
+	waits, waitMs int64
+	w0, ms0       int64
+}
+
+// rowLockCounters reads Innodb_row_lock_waits and Innodb_row_lock_time (ms).
+func rowLockCounters(ctx context.Context, db *sql.DB) (waits, ms int64, err error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')")
+	if err != nil {
+		return 0, 0, fmt.Errorf("read row lock counters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			return 0, 0, err
+		}
+		if k == "Innodb_row_lock_waits" {
+			waits = v
+		} else {
+			ms = v
+		}
+	}
+	return waits, ms, rows.Err()
+}
+
+func (e *lockCounted) start(ctx context.Context) error {
+	var err error
+	if e.w0, e.ms0, err = rowLockCounters(ctx, e.admin); err != nil {
+		return err
+	}
+	return e.engine.start(ctx)
+}
+
+func (e *lockCounted) stop(ctx context.Context) error {
+	err := e.engine.stop(ctx)
+	w, ms, cerr := rowLockCounters(ctx, e.admin)
+	if err == nil {
+		err = cerr
+	}
+	e.waits += w - e.w0
+	e.waitMs += ms - e.ms0
+	return err
+}
+
+// traceReport prints the wrapped engine's statement trace, if any, and the
+// row-lock waits of its rounds.
+func (e *lockCounted) traceReport(w io.Writer) {
+	if t, ok := e.engine.(interface{ traceReport(io.Writer) }); ok {
+		t.traceReport(w)
+	}
+	fmt.Fprintf(w, "#   %s InnoDB row lock waits %d, %d ms waited in all (server-wide Innodb_row_lock_waits/_time over its rounds)\n",
+		e.name(), e.waits, e.waitMs)
+}
