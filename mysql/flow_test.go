@@ -173,8 +173,12 @@ func TestPruneMoreThanOneDelete(t *testing.T) {
 		SET state = 'completed', finalized_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR - INTERVAL (100000 - id) SECOND`); err != nil {
 		t.Fatal(err)
 	}
+	completed := []leasetype.JobState{leasetype.JobStateCompleted}
+	if got, err := exec.JobPrune(ctx, &driver.JobPruneParams{States: completed}); err != nil || got != 0 {
+		t.Fatalf("JobPrune without a limit = %d, %v; want 0 (a limit below one deletes nothing)", got, err)
+	}
 	limit := pruneDeleteBatch*2 + 5
-	got, err := exec.JobPrune(ctx, &driver.JobPruneParams{States: []leasetype.JobState{leasetype.JobStateCompleted}, OlderThan: time.Minute, Limit: limit})
+	got, err := exec.JobPrune(ctx, &driver.JobPruneParams{States: completed, OlderThan: time.Minute, Limit: limit})
 	if err != nil || got != int64(limit) {
 		t.Fatalf("JobPrune = %d, %v; want %d", got, err, limit)
 	}

@@ -9,10 +9,6 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// defaultPruneLimit is the rows JobPrune and AttemptPrune delete when the
-// caller sets no limit.
-const defaultPruneLimit = 1000
-
 // pruneDeleteBatch bounds the rows one DELETE names, to keep statements
 // well under the 65,535 placeholders of a prepared statement (databases
 // opened without interpolateParams).
@@ -21,7 +17,8 @@ const pruneDeleteBatch = 1000
 // JobPrune deletes up to params.Limit jobs in params.States (completed,
 // discarded or cancelled; other states are never pruned) finalized more
 // than params.OlderThan ago, oldest first, in one transaction: a locking
-// read of their IDs, then DELETEs by ID. Attempt rows stay.
+// read of their IDs, then DELETEs by ID. Attempt rows stay. A limit below
+// one deletes nothing, as on the other backends.
 func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) (int64, error) {
 	var states []any
 	for _, s := range params.States {
@@ -29,15 +26,11 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 			states = append(states, string(s))
 		}
 	}
-	if len(states) == 0 {
+	if len(states) == 0 || params.Limit < 1 {
 		return 0, nil
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = defaultPruneLimit
-	}
 	pickSQL := fmt.Sprintf(jobPrunePick, placeholders(len(states)))
-	args := append(append([]any{params.OlderThan.Microseconds()}, states...), limit)
+	args := append(append([]any{params.OlderThan.Microseconds()}, states...), params.Limit)
 	var deleted int64
 	err := e.write(ctx, func(q querier) error {
 		deleted = 0
@@ -67,16 +60,16 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 
 // AttemptPrune deletes up to params.Limit attempt rows that finished more
 // than params.OlderThan ago, oldest first, in one transaction: a locking
-// read of their keys, then DELETEs by key.
+// read of their keys, then DELETEs by key. A limit below one deletes
+// nothing.
 func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPruneParams) (int64, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = defaultPruneLimit
+	if params.Limit < 1 {
+		return 0, nil
 	}
 	var deleted int64
 	err := e.write(ctx, func(q querier) error {
 		deleted = 0
-		rows, err := q.QueryContext(ctx, queryAttemptPrunePick, params.OlderThan.Microseconds(), limit)
+		rows, err := q.QueryContext(ctx, queryAttemptPrunePick, params.OlderThan.Microseconds(), params.Limit)
 		if err != nil {
 			return err
 		}
