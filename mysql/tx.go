@@ -50,9 +50,9 @@ func rollbackTo(ctx context.Context, q querier, name string) error {
 type txState struct {
 	parent *txState
 	// driverTx is set when the outermost transaction is one the driver
-	// began on its pool, as READ COMMITTED; a savepoint inherits it. Only
-	// the client uses such transactions, and it rolls one back after any
-	// error. In a user's transaction the level is the user's.
+	// began on its pool, as READ COMMITTED; a savepoint inherits it. Its
+	// caller (the client) rolls it back after an error from any method. In
+	// a user's transaction the level is the user's.
 	driverTx bool
 	mu       sync.Mutex
 	done     bool
