@@ -305,6 +305,28 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	return written, nil
 }
 
+// expireCandidates lists running jobs whose lease expired, locking nothing.
+func (e *executor) expireCandidates(ctx context.Context, limit int) ([]int64, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, queryJobExpireCandidates, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 // defaultExpireLimit is JobExpire's limit when the caller sets none.
 const defaultExpireLimit = 1000
 
@@ -317,10 +339,17 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 	if limit <= 0 {
 		limit = defaultExpireLimit
 	}
-	var jobs []*leasetype.JobRow
-	err := e.write(ctx, func(q querier) error {
+	candidates, err := e.expireCandidates(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", err)
+	}
+	jobs := []*leasetype.JobRow{}
+	if len(candidates) == 0 {
+		return jobs, nil
+	}
+	err = e.write(ctx, func(q querier) error {
 		jobs = []*leasetype.JobRow{}
-		ids, now, err := pick(ctx, q, queryJobExpirePick, limit)
+		ids, now, err := pick(ctx, q, fmt.Sprintf(queryJobExpirePick, placeholders(len(candidates))), idArgs(candidates)...)
 		if err != nil || len(ids) == 0 {
 			return err
 		}

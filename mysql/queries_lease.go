@@ -140,11 +140,21 @@ WHERE j.lease_token = f.f_token AND j.state = 'running'`
 // MaxExpiries.
 const expiredStuck = `(expiry_policy = 'stuck' OR (? > 0 AND expiries + 1 >= ?))`
 
-// queryJobExpirePick locks up to ?1 running jobs whose lease has expired,
-// skipping rows others hold (a finishing worker, a concurrent watcher).
+// queryJobExpireCandidates finds up to ?1 running jobs whose lease has
+// expired, without locking anything: a consistent read over the running
+// rows (running_queue is set exactly while a job runs, and indexed). A
+// locking read here would lock every running row it examines, expired or
+// not, until the watcher's transaction ends, and hold up the heartbeats and
+// outcomes of healthy workers.
+const queryJobExpireCandidates = `SELECT id FROM leasehold_job
+WHERE running_queue IS NOT NULL AND state = 'running' AND lease_until < ` + sqlNow + `
+LIMIT ?`
+
+// queryJobExpirePick locks the candidates (the %s: their IDs) that are
+// still running with an expired lease, by primary key, skipping rows others
+// hold (a finishing worker, a concurrent watcher).
 const queryJobExpirePick = `SELECT id, ` + sqlNow + ` FROM leasehold_job
-WHERE state = 'running' AND lease_until < ` + sqlNow + `
-LIMIT ?
+WHERE id IN (%s) AND state = 'running' AND lease_until < ` + sqlNow + `
 FOR UPDATE SKIP LOCKED`
 
 // expiredFinal decides whether an expired job leaves the queue instead of

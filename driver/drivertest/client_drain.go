@@ -28,6 +28,7 @@ func testClientDrain[TTx any](t *testing.T, b Backend[TTx]) {
 		workers = 50
 		jobs    = 20000
 	)
+	runHeavy(t)
 	env := newClientEnv(t, b)
 	ctx := context.Background()
 	inserter := env.client(nil, leasehold.Config{})

@@ -178,3 +178,16 @@ type testArgs struct {
 }
 
 func (testArgs) Kind() string { return "drivertest_job" }
+
+// heavy admits one load test (thousands of jobs through several clients) at
+// a time. The suite's tests run in parallel; two load tests at once on a
+// 2-core machine, under the race detector, starve each other and every
+// timing-sensitive test beside them.
+var heavy = make(chan struct{}, 1)
+
+// runHeavy waits for the load-test slot and holds it until the test ends.
+func runHeavy(t *testing.T) {
+	t.Helper()
+	heavy <- struct{}{}
+	t.Cleanup(func() { <-heavy })
+}

@@ -76,6 +76,7 @@ func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
 		jobs     = 5000
 		workTime = 200 * time.Microsecond
 	)
+	runHeavy(t)
 	env := newClientEnv(t, b)
 	ctx := context.Background()
 	var cc concurrency
