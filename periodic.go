@@ -48,7 +48,7 @@ type PeriodicJob struct {
 	Schedule Schedule
 	// Job returns the job to insert for the slot (its time on the
 	// schedule, UTC). Options may be nil. The job's unique key is set to
-	// "periodic:<name>:<slot>"; ScheduledAt is kept when set.
+	// "periodic:<name>:<slot in RFC 3339>"; ScheduledAt is kept when set.
 	Job func(slot time.Time) (JobArgs, *InsertOpts)
 	// MissedRuns is the policy for slots that passed unseen; default CatchUpOnce.
 	MissedRuns MissedRunPolicy
@@ -91,6 +91,7 @@ func (s *periodicScheduler) run(ctx context.Context) {
 	defer s.elector.resign()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var failingSince time.Time // the leader's first failed round since its last success
 	for {
 		select {
 		case <-ctx.Done():
@@ -100,16 +101,38 @@ func (s *periodicScheduler) run(ctx context.Context) {
 		wait := s.elector.wait()
 		if token := s.elector.attempt(ctx); token != 0 {
 			wait = s.elector.wait()
-			if next, err := s.enqueueDue(ctx, token); err != nil {
-				if ctx.Err() == nil {
-					s.core.logger.Warn("leasehold: enqueue periodic jobs", "error", err)
+			next, err := s.enqueueDue(ctx, token)
+			switch {
+			case err == nil:
+				failingSince = time.Time{}
+				if until := time.Until(next); until < wait {
+					wait = until
 				}
+			case ctx.Err() != nil:
+				return
+			default:
+				s.core.logger.Warn("leasehold: enqueue periodic jobs", "error", err)
 				s.ensured = false
-			} else if until := time.Until(next); until < wait {
-				wait = until
+				if failingSince.IsZero() {
+					failingSince = time.Now()
+				}
+				// A leader that can renew its lease but not enqueue (a
+				// failing transaction, a broken insert) would hold the
+				// schedules hostage: after a lease's worth of failures it
+				// steps down and sits out one lease, so another client
+				// can take over.
+				if time.Since(failingSince) > s.elector.ttl {
+					s.core.logger.Warn("leasehold: periodic leader stepping down after failing for its lease TTL", "ttl", s.elector.ttl)
+					s.elector.resign()
+					failingSince = time.Time{}
+					wait = s.elector.ttl
+				} else {
+					wait = min(wait, s.elector.ttl/6)
+				}
 			}
 		} else {
 			s.ensured = false
+			failingSince = time.Time{}
 		}
 		timer.Reset(max(wait, 10*time.Millisecond))
 	}
@@ -204,7 +227,7 @@ func (s *periodicScheduler) fire(ctx context.Context, j *PeriodicJob, row *drive
 		if opts != nil {
 			o = *opts
 		}
-		o.UniqueKey = "periodic:" + j.Name + ":" + slot.UTC().Format(time.RFC3339)
+		o.UniqueKey = "periodic:" + j.Name + ":" + slot.UTC().Format(time.RFC3339Nano)
 		meta := map[string]any{}
 		for k, v := range o.Metadata {
 			meta[k] = v

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/cron"
 	"github.com/leasehold/leasehold/examples/payments/psp"
 	"github.com/leasehold/leasehold/leasetype"
 )
@@ -31,10 +32,27 @@ func (ReconcileArgs) InsertOpts() leasehold.InsertOpts {
 	return leasehold.InsertOpts{Queue: ReconcileQueue, MaxAttempts: 3}
 }
 
+// ReconcilePeriodicJob is the reconciliation as a periodic job: add it to
+// the Config.PeriodicJobs of every worker client, and the fleet's periodic
+// leader enqueues one reconciliation per slot of length every, with the
+// slot stored in the database so a restart never skips one.
+func ReconcilePeriodicJob(every time.Duration) *leasehold.PeriodicJob {
+	return &leasehold.PeriodicJob{
+		Name:     ReconcileKind,
+		Schedule: cron.Every(every),
+		Job: func(slot time.Time) (leasehold.JobArgs, *leasehold.InsertOpts) {
+			return ReconcileArgs{Slot: slot.UnixNano() / int64(every)}, nil
+		},
+		// One run covers any number of missed slots: it looks at everything pending.
+		MissedRuns: leasehold.CatchUpOnce,
+	}
+}
+
 // EnqueueReconcile enqueues the reconciliation job of the time slot that
 // contains now, for slots of length every. Calling it from many processes,
 // or many times in a slot, enqueues one job: the slot is the unique key.
-// (Durable periodic jobs are a later core feature; this is the simple form.)
+// It serves processes that do not run the periodic leader (the chaos
+// harness's inserter); worker clients use ReconcilePeriodicJob.
 func EnqueueReconcile[TTx any](ctx context.Context, client *leasehold.Client[TTx], every time.Duration, now time.Time) (*leasehold.InsertResult, error) {
 	if every <= 0 {
 		return nil, fmt.Errorf("payments: reconcile interval %s is not positive", every)

@@ -140,13 +140,7 @@ func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
 		r.stopAll()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	tickCtx, stopTicker := context.WithCancel(runCtx)
 	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		payments.RunReconcileTicker(tickCtx, inserter, r.cfg.ReconcileEvery, r.cfg.Logger)
-	}()
 
 	createErr := make(chan error, 1)
 	bg.Add(1)
@@ -157,7 +151,6 @@ func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
 
 	prog := newProgress(r.cfg.Progress, r.cfg.Terminal, len(ids))
 	waitErr := r.waitSettled(runCtx, createErr, prog, start)
-	stopTicker()
 	r.stopAll()
 	bg.Wait()
 	prog.done()
@@ -265,7 +258,11 @@ func (r *run[TTx]) startNode(ctx context.Context) error {
 	c, err := leasehold.NewClient(wrapped, &leasehold.Config{
 		ID: n.name, Workers: ws, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger,
 		PollInterval: 100 * time.Millisecond, WatcherInterval: 250 * time.Millisecond,
-		Queues: map[string]leasehold.QueueConfig{"default": {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1}},
+		// Every worker client may lead the reconciliation schedule; a crashed
+		// leader is replaced within about the lease TTL.
+		PeriodicJobs: []*leasehold.PeriodicJob{payments.ReconcilePeriodicJob(r.cfg.ReconcileEvery)},
+		LeaderTTL:    r.cfg.LeaseTTL,
+		Queues:       map[string]leasehold.QueueConfig{"default": {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1}},
 	})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
