@@ -35,6 +35,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"CancelCrashedHolder", testClientCancelCrashedHolder[TTx]},
 		{"PeriodicLeaderKilled", testClientPeriodicLeaderKilled[TTx]},
 		{"PeriodicRestart", testClientPeriodicRestart[TTx]},
+		{"PeriodicLeaderStepsDown", testClientPeriodicLeaderStepsDown[TTx]},
 		{"Retention", testClientRetention[TTx]},
 		{"UniqueOpts", testClientUniqueOpts[TTx]},
 	}

@@ -27,6 +27,9 @@ const (
 	// faultPauseLeases blackholes only lease renewals and outcomes, like a
 	// process paused between the calls it makes.
 	faultPauseLeases
+	// faultTxOnly fails only transactions the client begins: a client
+	// that can renew its leases but not get its writes through.
+	faultTxOnly
 )
 
 // faultDriver wraps a driver with a switch that cuts it off from the

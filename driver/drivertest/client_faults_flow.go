@@ -11,6 +11,9 @@ import (
 // it loses its job leases.
 
 func (e *faultExecutor[TTx]) Begin(ctx context.Context) (driver.ExecutorTx, error) {
+	if faultMode(e.d.mode.Load()) == faultTxOnly {
+		return nil, errInjected
+	}
 	if err := e.d.fault(ctx, false); err != nil {
 		return nil, err
 	}

@@ -203,3 +203,42 @@ func testClientPeriodicRestart[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatalf("first slot enqueued %d times after the restart", len(bySlot[first]))
 	}
 }
+
+// testClientPeriodicLeaderStepsDown: a leader that keeps its lease but
+// cannot get its transactions through steps down after a lease's worth of
+// failures, and another client enqueues the schedule on.
+func testClientPeriodicLeaderStepsDown[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	runs := newRunLog()
+	type member struct {
+		fd *faultDriver[TTx]
+		c  *leasehold.Client[TTx]
+	}
+	var members []member
+	for i := range 2 {
+		fd := newFaultDriver(env.d)
+		members = append(members, member{fd, env.client(fd, periodicConfig(fmt.Sprintf("member-%d", i), time.Second, runs))})
+	}
+	var leader, other member
+	waitFor(t, 10*time.Second, func() bool {
+		for i, m := range members {
+			if m.c.Stats().PeriodicEnqueued >= 1 {
+				leader, other = m, members[1-i]
+				return true
+			}
+		}
+		return false
+	}, func() string { return "no client enqueued a slot" })
+	leader.fd.set(faultTxOnly)
+	brokenAt := time.Now()
+	waitFor(t, 10*time.Second, func() bool { return other.c.Stats().PeriodicEnqueued >= 1 }, func() string {
+		return "the other client never took over from a leader that cannot enqueue"
+	})
+	t.Logf("a leader that could not enqueue was replaced after %s (leader TTL 1s)", time.Since(brokenAt))
+	bySlot, _ := periodicJobs(t, env.exec)
+	for s, jobs := range bySlot {
+		if len(jobs) != 1 {
+			t.Fatalf("slot %s enqueued %d times, want once", s, len(jobs))
+		}
+	}
+}
