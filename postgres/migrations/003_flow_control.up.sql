@@ -20,13 +20,13 @@ CREATE UNIQUE INDEX leasehold_job_unique_key_idx ON leasehold_job (unique_key)
 
 -- Global concurrency limits count running jobs per queue and per kind.
 -- Heartbeats touch none of these columns, so they stay HOT updates.
-CREATE INDEX leasehold_job_running_queue_idx ON leasehold_job (queue) WHERE state = 'running';
-CREATE INDEX leasehold_job_running_kind_idx ON leasehold_job (kind) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS leasehold_job_running_queue_idx ON leasehold_job (queue) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS leasehold_job_running_kind_idx ON leasehold_job (kind) WHERE state = 'running';
 -- Clients poll for cancellations of the jobs they hold: a tiny index.
-CREATE INDEX leasehold_job_cancel_idx ON leasehold_job (lease_owner)
+CREATE INDEX IF NOT EXISTS leasehold_job_cancel_idx ON leasehold_job (lease_owner)
     WHERE state = 'running' AND cancel_requested_at IS NOT NULL;
 -- Retention deletes finished jobs oldest first.
-CREATE INDEX leasehold_job_finalized_idx ON leasehold_job (finalized_at)
+CREATE INDEX IF NOT EXISTS leasehold_job_finalized_idx ON leasehold_job (finalized_at)
     WHERE state IN ('completed', 'discarded', 'cancelled');
 
 -- A lock and a rate window per limited queue or kind. The claim of a
