@@ -17,6 +17,7 @@ type producer struct {
 	maxWorkers int
 	flow       *flowLimits // fleet-wide limits; nil or empty when none
 	wake       chan struct{}
+	handlers   *handlerPool
 
 	mu      sync.Mutex
 	running int
@@ -25,7 +26,7 @@ type producer struct {
 }
 
 func newProducer(queue string, maxWorkers int, flow *flowLimits) *producer {
-	return &producer{queue: queue, maxWorkers: maxWorkers, flow: flow, wake: make(chan struct{}, 1)}
+	return &producer{queue: queue, maxWorkers: maxWorkers, flow: flow, wake: make(chan struct{}, 1), handlers: newHandlerPool()}
 }
 
 // wakeup asks for a claim soon. It never blocks.
@@ -43,11 +44,17 @@ func (p *producer) free() int {
 	return p.maxWorkers - p.running
 }
 
-// started records n claimed jobs, whether the claim was full (or capped by
-// a fleet-wide limit), and when a rate window opens again.
-func (p *producer) started(n int, full bool, retryIn time.Duration) {
+// add counts n more running jobs.
+func (p *producer) add(n int) {
 	p.mu.Lock()
 	p.running += n
+	p.mu.Unlock()
+}
+
+// claimed records whether the last claim was full (or capped by a
+// fleet-wide limit), and when a rate window opens again.
+func (p *producer) claimed(full bool, retryIn time.Duration) {
+	p.mu.Lock()
 	p.backlog = full
 	p.retryIn = retryIn
 	p.mu.Unlock()
@@ -78,6 +85,10 @@ func (p *producer) jobDone() {
 
 // run is the claim loop; it returns when ctx ends.
 func (p *producer) run(ctx context.Context, c *clientCore) {
+	p.handlers.open()
+	// No job starts after the loop ends: the pool's goroutines go as their
+	// jobs end.
+	defer p.handlers.close()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	errWait := 50 * time.Millisecond
@@ -111,6 +122,13 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 		poll.Reset(p.nextPoll(c.cfg.PollInterval))
 		sleepCtx(ctx, c.cfg.FetchCooldown)
 	}
+}
+
+// hasBacklog reports whether the last claim was full or capped.
+func (p *producer) hasBacklog() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.backlog
 }
 
 // claimParams builds the claim statement's parameters for a queue.

@@ -5,41 +5,206 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// claimAndStart claims up to limit jobs of p's queue and starts a handler
-// goroutine for each.
+// claimAndStart claims up to limit jobs of p's queue and starts each on one
+// of the producer's handler goroutines.
+//
+// While a backlog waits (the last claim was full) and many workers are
+// free, the claim is split into up to claimSplit statements that run at
+// once, each for a share of the free workers: one statement updates its rows
+// one after another on one database process, and several let the database
+// use more than one core for the queue's claims. SKIP LOCKED gives each
+// statement different jobs; each starts its jobs as soon as it returns.
+// Claims of a queue with fleet-wide limits stay one transaction.
 func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) error {
-	// The local lease deadline counts from before the claim was sent: the
-	// database computed the lease's expiry at or after this moment.
-	sentAt := time.Now()
-	var res claimResult
 	if p.flow.limited() {
-		var err error
-		if res, err = c.claimLimited(ctx, p.queue, p.flow, limit); err != nil {
-			return err
-		}
-	} else {
-		rows, err := c.exec.JobClaim(ctx, c.claimParams(p.queue, limit))
+		// The local lease deadline counts from before the claim was sent:
+		// the database computed the lease's expiry at or after this moment.
+		sentAt := time.Now()
+		res, err := c.claimLimited(ctx, p.queue, p.flow, limit)
 		if err != nil {
 			return err
 		}
-		res.rows = rows
+		p.claimed(len(res.rows) == limit || res.capped, res.retryIn)
+		c.start(p, res.rows, sentAt)
+		return nil
 	}
-	rows := res.rows
-	p.started(len(rows), len(rows) == limit || res.capped, res.retryIn)
+	parts := 1
+	if p.hasBacklog() {
+		parts = max(1, min(claimSplit, limit/minClaimShare))
+	}
+	if parts == 1 {
+		_, err := c.claimPart(ctx, p, limit, true)
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		got  atomic.Int64
+		errs = make([]error, parts)
+	)
+	for i := range parts {
+		share := limit / parts
+		if i < limit%parts {
+			share++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := c.claimPart(ctx, p, share, false)
+			got.Add(int64(n))
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.claimed(int(got.Load()) == limit, 0)
+	return nil
+}
+
+// claimSplit is the most claim statements of one queue that run at once;
+// minClaimShare is the fewest jobs each asks for.
+const (
+	claimSplit    = 2
+	minClaimShare = 100
+)
+
+// claimPart claims up to limit jobs of p's queue in one statement and
+// starts them; it returns how many it claimed. The backlog flag is set
+// before the jobs start, so that the first of them to end already wakes
+// the loop: a full claim sets it, and so does one that was not full when
+// whole is set (this statement is the whole claim); a part of a split claim
+// leaves the final word to claimAndStart.
+func (c *clientCore) claimPart(ctx context.Context, p *producer, limit int, whole bool) (int, error) {
+	sentAt := time.Now()
+	rows, err := c.exec.JobClaim(ctx, c.claimParams(p.queue, limit))
+	if err != nil {
+		return 0, err
+	}
+	if full := len(rows) == limit; full || whole {
+		p.claimed(full, 0)
+	}
+	c.start(p, rows, sentAt)
+	return len(rows), nil
+}
+
+// start counts claimed rows as running on p and starts their handlers.
+// sentAt is when the claim was sent: the local lease deadline counts from
+// there, since the database computed the expiry at or after it.
+func (c *clientCore) start(p *producer, rows []*leasetype.JobRow, sentAt time.Time) {
+	if len(rows) == 0 {
+		return
+	}
+	p.add(len(rows))
 	c.stats.claimed.Add(int64(len(rows)))
+	work := func(l *lease) { c.runJob(p, l) }
 	for _, row := range rows {
 		entry := c.workers[row.Kind]
 		l := newLease(row, c.leaseTTL(row, entry), entry, sentAt)
 		c.leases.add(l)
-		go c.runJob(p, l)
+		p.handlers.run(l, work)
 	}
-	return nil
+}
+
+// handlerPool runs a producer's jobs on goroutines that outlive one job.
+// A goroutine that finished a job waits for the next one, so a busy queue
+// reuses goroutines instead of starting one per job. Each job still gets its
+// own context, panic recovery and outcome write (runJob); only the goroutine
+// is reused. Waiting goroutines are handed jobs most recently idle first
+// (their stacks are the likeliest to still be grown). Those that waited
+// longer than handlerIdle are retired, oldest first, when the next job
+// arrives, and all of them when the producer closes the pool (the client
+// stops); a goroutine waiting in between holds only its stack.
+type handlerPool struct {
+	mu      sync.Mutex
+	idle    []*handlerWorker // waiting goroutines, the most recently idle last
+	closed  bool
+	live    atomic.Int64 // goroutines of the pool, running or waiting
+	maxIdle time.Duration
+}
+
+// handlerWorker is one goroutine of the pool.
+type handlerWorker struct {
+	jobs  chan *lease // capacity 1: handing a job over never blocks; nil retires it
+	since time.Time   // when it started waiting
+}
+
+// handlerIdle is how long a handler goroutine may wait for a job before
+// the pool retires it.
+const handlerIdle = 5 * time.Second
+
+func newHandlerPool() *handlerPool { return &handlerPool{maxIdle: handlerIdle} }
+
+// open lets the pool start goroutines again after close (a restarted client).
+func (hp *handlerPool) open() {
+	hp.mu.Lock()
+	hp.closed = false
+	hp.mu.Unlock()
+}
+
+// close retires the waiting goroutines; the running ones exit when their job
+// ends.
+func (hp *handlerPool) close() {
+	hp.mu.Lock()
+	idle := hp.idle
+	hp.idle, hp.closed = nil, true
+	hp.mu.Unlock()
+	for _, w := range idle {
+		w.jobs <- nil
+	}
+}
+
+// run has work(l) called on a waiting goroutine, or on a new one when none
+// waits: a job never queues behind another.
+func (hp *handlerPool) run(l *lease, work func(*lease)) {
+	now := time.Now()
+	hp.mu.Lock()
+	// Retire the goroutines that waited too long (the oldest are first).
+	var retire []*handlerWorker
+	for len(hp.idle) > 0 && now.Sub(hp.idle[0].since) > hp.maxIdle {
+		retire = append(retire, hp.idle[0])
+		hp.idle = hp.idle[1:]
+	}
+	var w *handlerWorker
+	if n := len(hp.idle); n > 0 {
+		w = hp.idle[n-1]
+		hp.idle = hp.idle[:n-1]
+	}
+	hp.mu.Unlock()
+	for _, r := range retire {
+		r.jobs <- nil
+	}
+	if w != nil {
+		w.jobs <- l
+		return
+	}
+	hp.live.Add(1)
+	go hp.serve(&handlerWorker{jobs: make(chan *lease, 1)}, l, work)
+}
+
+// serve runs l, then the jobs handed to it, until it is retired.
+func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
+	defer hp.live.Add(-1)
+	for l != nil {
+		work(l)
+		hp.mu.Lock()
+		if hp.closed {
+			hp.mu.Unlock()
+			return
+		}
+		w.since = time.Now()
+		hp.idle = append(hp.idle, w)
+		hp.mu.Unlock()
+		l = <-w.jobs
+	}
 }
 
 // leaseTTL is the effective lease duration of a claimed job; the claim

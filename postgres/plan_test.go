@@ -79,6 +79,41 @@ func TestFlowIndexesUsable(t *testing.T) {
 	}
 }
 
+// TestStateIndexesUsable checks the readers of migration 4's indexes: the
+// count per queue and state reads one partial index per group of states
+// (no branch scans the table), and listings by a state off the success
+// path read the state index.
+func TestStateIndexesUsable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	seedPlanJobs(t, d)
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
+		t.Fatalf("disable sequential scans: %v", err)
+	}
+	count := explain(t, conn, "EXPLAIN "+sqlJobCountByState)
+	// Any of the running indexes serves the running branch.
+	for _, idx := range []string{"leasehold_job_claim_idx", "leasehold_job_running_", "leasehold_job_state_idx", "leasehold_job_finalized_idx"} {
+		if !strings.Contains(count, idx) {
+			t.Errorf("count by state does not use %s:\n%s", idx, count)
+		}
+	}
+	if strings.Contains(count, "Seq Scan") {
+		t.Errorf("count by state scans the table:\n%s", count)
+	}
+	for _, state := range []string{"scheduled", "retryable", "discarded", "cancelled", "stuck"} {
+		plan := explain(t, conn, fmt.Sprintf("EXPLAIN %s WHERE state = ANY('{%s}'::text[]) AND queue = 'q1' ORDER BY id DESC LIMIT 100", sqlJobListSelect, state))
+		if !strings.Contains(plan, "leasehold_job_state_idx") {
+			t.Errorf("listing %s jobs does not use the state index:\n%s", state, plan)
+		}
+	}
+}
+
 // seedPlanJobs inserts enough jobs of several kinds and queues for the
 // planner to prefer indexes, and refreshes the statistics.
 func seedPlanJobs(t *testing.T, d *Driver) {

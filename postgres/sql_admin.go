@@ -47,9 +47,22 @@ UPDATE leasehold_job SET
 WHERE id = $1 AND state = ANY($2::text[]) AND state <> 'running'
 RETURNING ` + jobColumns
 
-// sqlJobCountByState counts jobs per queue and state.
+// sqlJobCountByState counts jobs per queue and state. Each branch names the
+// states of one partial index (migration 4 lists them), so that it reads
+// that index, not the table: the claimable states the claim index, running
+// one of the running indexes, stuck the index of the states off the success
+// path, the finished states the retention index (which carries queue and
+// state). Together the branches cover every state the table allows.
 const sqlJobCountByState = `
-SELECT queue, state, count(*) FROM leasehold_job
+SELECT queue, state, count(*) FROM (
+	SELECT queue, state FROM leasehold_job WHERE state IN ('available', 'scheduled', 'retryable')
+	UNION ALL
+	SELECT queue, 'running' FROM leasehold_job WHERE state = 'running'
+	UNION ALL
+	SELECT queue, 'stuck' FROM leasehold_job WHERE state = 'stuck'
+	UNION ALL
+	SELECT queue, state FROM leasehold_job WHERE state IN ('completed', 'discarded', 'cancelled')
+) AS jobs
 GROUP BY queue, state ORDER BY queue, state`
 
 // sqlMigrationTable creates the migration bookkeeping table.

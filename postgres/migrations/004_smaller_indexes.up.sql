@@ -1,0 +1,36 @@
+-- Leasehold schema, version 4: no index entries on the success path that no
+-- query needs.
+--
+-- A claim (available -> running) and a completion (running -> completed)
+-- change state, which partial-index predicates name, so neither can be a HOT
+-- update: each writes a new row version and an entry into every index whose
+-- predicate the new version satisfies. The full indexes on (state, queue) and
+-- (kind) took an entry on every insert, claim and completion, for listings
+-- and counts that either scan few rows of those states or are served by the
+-- partial indexes below and of migrations 1 and 3:
+--   available, scheduled, retryable  leasehold_job_claim_idx (queue, ...)
+--   running                          leasehold_job_running_*_idx
+--   completed, discarded, cancelled  leasehold_job_finalized_idx
+--   scheduled, retryable, stuck,     leasehold_job_state_idx (new)
+--   discarded, cancelled
+-- A listing by kind alone walks the primary key newest first.
+--
+-- CREATE INDEX blocks writes to the table while it builds; on a large table,
+-- build the indexes first with CREATE INDEX CONCURRENTLY under the same
+-- names and definitions.
+DROP INDEX leasehold_job_state_queue_idx;
+DROP INDEX leasehold_job_kind_idx;
+
+-- The states a job enters only off the success path (a future schedule, a
+-- snooze, a failure, a cancellation, an operator): listings by state (and
+-- queue) find them here in id order, and the counts per queue read it alone.
+CREATE INDEX leasehold_job_state_idx ON leasehold_job (state, queue, id)
+    WHERE state IN ('scheduled', 'retryable', 'discarded', 'cancelled', 'stuck');
+
+-- The retention index carries queue and state, so that the counts of
+-- finished jobs per queue and state read it alone (an index-only scan of
+-- pages that vacuum marked all-visible) instead of the table. Same entries
+-- as before, wider.
+DROP INDEX leasehold_job_finalized_idx;
+CREATE INDEX leasehold_job_finalized_idx ON leasehold_job (finalized_at) INCLUDE (queue, state)
+    WHERE state IN ('completed', 'discarded', 'cancelled');
