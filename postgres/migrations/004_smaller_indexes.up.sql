@@ -15,22 +15,24 @@
 --   discarded, cancelled
 -- A listing by kind alone walks the primary key newest first.
 --
--- CREATE INDEX blocks writes to the table while it builds; on a large table,
--- build the indexes first with CREATE INDEX CONCURRENTLY under the same
--- names and definitions.
-DROP INDEX leasehold_job_state_queue_idx;
-DROP INDEX leasehold_job_kind_idx;
+-- CREATE INDEX blocks writes to the table while it builds. On a large
+-- table, build the two new indexes beforehand with CREATE INDEX
+-- CONCURRENTLY, under the names and definitions below (the retention index
+-- as leasehold_job_finalized_v4_idx), and the migration skips building them.
+DROP INDEX IF EXISTS leasehold_job_state_queue_idx;
+DROP INDEX IF EXISTS leasehold_job_kind_idx;
 
 -- The states a job enters only off the success path (a future schedule, a
 -- snooze, a failure, a cancellation, an operator): listings by state (and
 -- queue) find them here in id order, and the counts per queue read it alone.
-CREATE INDEX leasehold_job_state_idx ON leasehold_job (state, queue, id)
+CREATE INDEX IF NOT EXISTS leasehold_job_state_idx ON leasehold_job (state, queue, id)
     WHERE state IN ('scheduled', 'retryable', 'discarded', 'cancelled', 'stuck');
 
 -- The retention index carries queue and state, so that the counts of
 -- finished jobs per queue and state read it alone (an index-only scan of
 -- pages that vacuum marked all-visible) instead of the table. Same entries
 -- as before, wider.
-DROP INDEX leasehold_job_finalized_idx;
-CREATE INDEX leasehold_job_finalized_idx ON leasehold_job (finalized_at) INCLUDE (queue, state)
+CREATE INDEX IF NOT EXISTS leasehold_job_finalized_v4_idx ON leasehold_job (finalized_at) INCLUDE (queue, state)
     WHERE state IN ('completed', 'discarded', 'cancelled');
+DROP INDEX IF EXISTS leasehold_job_finalized_idx;
+ALTER INDEX leasehold_job_finalized_v4_idx RENAME TO leasehold_job_finalized_idx;
