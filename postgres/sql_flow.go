@@ -2,8 +2,9 @@ package postgres
 
 // sqlJobCountRunning counts running jobs with an unexpired lease: first row
 // the queue $1 (is_queue true), then one row per kind in $2, zero included.
-// The partial running indexes by queue and by kind find the rows; the lease
-// test is a filter on them. The clock is clock_timestamp(), read once: the
+// The running index (id, queue, kind) finds the rows: its scan reads only
+// running entries and tests queue or kind on them; the lease test is a
+// filter on the rows it yields. The clock is clock_timestamp(), read once: the
 // count follows LimitLock in a transaction that may have waited for the
 // lock, and leases that expired during the wait hold no slot.
 const sqlJobCountRunning = `

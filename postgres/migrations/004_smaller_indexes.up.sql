@@ -9,16 +9,18 @@
 -- and counts that either scan few rows of those states or are served by the
 -- partial indexes below and of migrations 1 and 3:
 --   available, scheduled, retryable  leasehold_job_claim_idx (queue, ...)
---   running                          leasehold_job_running_*_idx
+--   running                          leasehold_job_running_idx
 --   completed, discarded, cancelled  leasehold_job_finalized_idx
 --   scheduled, retryable, stuck,     leasehold_job_state_idx (new)
 --   discarded, cancelled
--- A listing by kind alone walks the primary key newest first.
+-- A listing by kind alone walks the primary key newest first. Likewise, a
+-- claim wrote an entry into each of three running indexes (by id, by queue,
+-- by kind); one index on (id, queue, kind) serves all their readers.
 --
 -- CREATE INDEX blocks writes to the table while it builds. On a large
--- table, build the two new indexes beforehand with CREATE INDEX
--- CONCURRENTLY, under the names and definitions below (the retention index
--- as leasehold_job_finalized_v4_idx), and the migration skips building them.
+-- table, build the new indexes beforehand with CREATE INDEX CONCURRENTLY,
+-- under the names and definitions below (those replacing an index under a
+-- temporary _v4 name), and the migration skips building them.
 DROP INDEX IF EXISTS leasehold_job_state_queue_idx;
 DROP INDEX IF EXISTS leasehold_job_kind_idx;
 
@@ -36,3 +38,16 @@ CREATE INDEX IF NOT EXISTS leasehold_job_finalized_v4_idx ON leasehold_job (fina
     WHERE state IN ('completed', 'discarded', 'cancelled');
 DROP INDEX IF EXISTS leasehold_job_finalized_idx;
 ALTER INDEX leasehold_job_finalized_v4_idx RENAME TO leasehold_job_finalized_idx;
+
+-- The running jobs, in id order (the expiry watcher, listings, the
+-- completion's lookup by id), with queue and kind so that the fleet-wide
+-- limits count a queue's or a kind's running jobs from this index alone:
+-- the scan reads only running entries and visits the table only for the
+-- matching ones (their lease_until). It replaces the three indexes of
+-- migrations 1 and 3 on running jobs.
+CREATE INDEX IF NOT EXISTS leasehold_job_running_v4_idx ON leasehold_job (id, queue, kind)
+    WHERE state = 'running';
+DROP INDEX IF EXISTS leasehold_job_running_queue_idx;
+DROP INDEX IF EXISTS leasehold_job_running_kind_idx;
+DROP INDEX IF EXISTS leasehold_job_running_idx;
+ALTER INDEX leasehold_job_running_v4_idx RENAME TO leasehold_job_running_idx;
