@@ -47,7 +47,7 @@ func newCompleter(exec driver.Executor, writeMu *sync.RWMutex, maxBatch int, log
 func (c *completer) finish(l *lease, item *driver.JobFinish) error {
 	req := &finishRequest{item: item, lease: l, result: make(chan error, 1)}
 	c.requests <- req
-	return <-req.result
+	return receiveDeep(req.result)
 }
 
 // run writes batches with completerFlushers writers until ctx ends.

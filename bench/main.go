@@ -56,6 +56,7 @@ type options struct {
 	ttl          time.Duration
 	retained     int
 	cpuprofile   string
+	memprofile   string
 	sqliteDir    string
 	schemaPrefix string
 	backend      string
@@ -86,6 +87,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.ttl, "ttl", 0, "heartbeat: lease TTL (leasehold default 30s)")
 	fs.IntVar(&o.retained, "retained", 0, "latency: also measure leasehold with this many finished jobs retained in its table")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here; samples carry an engine label (go tool pprof -tagfocus engine=leasehold)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run here (go tool pprof -sample_index=alloc_space: what the run allocated)")
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "sqlite: directory for the database files (default a temporary directory)")
 	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river; MySQL databases leasehold_<prefix>_raw and leasehold_<prefix>_leasehold")
 	fs.StringVar(&o.backend, "backend", "postgres", "drain and latency: postgres, or mysql (MySQL/MariaDB at LEASEHOLD_TEST_MYSQL_URL; engines raw and leasehold, River has no MySQL driver)")
@@ -116,7 +118,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	return modes[o.mode](ctx, o, out)
+	if err := modes[o.mode](ctx, o, out); err != nil {
+		return err
+	}
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return pprof.Lookup("allocs").WriteTo(f, 0)
+	}
+	return nil
 }
 
 // orDefault returns v, or def when v is zero.
