@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,12 +13,16 @@ import (
 )
 
 // completer writes the end of leases in batches: whatever finished while the
-// previous batches were being written goes in the next statement, so batches
-// grow with load and add no latency when idle. A few batches are written at
-// once (completerFlushers): their jobs are disjoint, so they never wait on
-// each other's rows. Each write is fenced by the lease's token; the caller
-// waits for its result, so a job's slot frees only once its outcome is
-// durable.
+// previous batch was being written goes in the next statement, so batches
+// grow with load and add no latency when idle. One batch is written at a
+// time, unless a full batch (maxBatch) is waiting: then up to
+// completerFlushers are written at once (their jobs are disjoint, so they
+// never wait on each other's rows). Few large statements cost the database
+// far less per job than many small ones. Each write is fenced by the
+// lease's token. The caller is told the result through a callback once the
+// write committed or was refused: its job's slot frees only then, so a slot
+// frees only once its outcome is durable, while the handler's goroutine is
+// already free for the next job.
 type completer struct {
 	exec driver.Executor
 	// writeMu is shared with the heartbeater: outcomes take it shared, a
@@ -29,11 +34,13 @@ type completer struct {
 	requests chan *finishRequest
 }
 
-// finishRequest is one lease to end and where to report the result.
+// finishRequest is one lease to end and whom to tell the result.
 type finishRequest struct {
-	item   *driver.JobFinish
-	lease  *lease
-	result chan error // nil on success, *LeaseLostError when fenced off
+	item  *driver.JobFinish
+	lease *lease
+	// done receives nil on success, *LeaseLostError when fenced off. It
+	// runs on a flushing goroutine and must not block.
+	done func(error)
 }
 
 // completerFlushers is how many outcome statements may be in flight at once.
@@ -43,53 +50,64 @@ func newCompleter(exec driver.Executor, writeMu *sync.RWMutex, maxBatch int, log
 	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, requests: make(chan *finishRequest, maxBatch)}
 }
 
-// finish submits item and waits for it to be written or refused.
-func (c *completer) finish(l *lease, item *driver.JobFinish) error {
-	req := &finishRequest{item: item, lease: l, result: make(chan error, 1)}
-	c.requests <- req
-	return receiveDeep(req.result)
+// finish submits item; done is called with its result once it is written
+// or refused. The completer must be running until every submitted item's
+// done has been called.
+func (c *completer) finish(l *lease, item *driver.JobFinish, done func(error)) {
+	c.requests <- &finishRequest{item: item, lease: l, done: done}
 }
 
-// run writes batches with completerFlushers writers until ctx ends.
+// run collects requests and starts the batches' writes until ctx ends. It
+// waits for the writes in flight before it returns.
+//
+// A write that fails (the database is away) stops counting as the one in
+// flight while it retries, so that other outcomes are not held behind it.
 func (c *completer) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for range completerFlushers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.flushLoop(ctx)
-		}()
-	}
-	wg.Wait()
-}
-
-// flushLoop takes whatever requests are waiting, up to maxBatch, writes them
-// in one statement, and repeats until ctx ends.
-func (c *completer) flushLoop(ctx context.Context) {
+	var (
+		pending []*finishRequest
+		busy    int                   // writes in flight that have not failed
+		freed   = make(chan struct{}) // a write ended or failed once
+		writes  sync.WaitGroup
+	)
 	for {
-		var first *finishRequest
+		for len(pending) > 0 && (busy == 0 || len(pending) >= c.maxBatch && busy < completerFlushers) {
+			n := min(len(pending), c.maxBatch)
+			batch := slices.Clone(pending[:n])
+			pending = append(pending[:0], pending[n:]...)
+			busy++
+			writes.Add(1)
+			go func() {
+				defer writes.Done()
+				released := false
+				release := func() {
+					if !released {
+						released = true
+						freed <- struct{}{}
+					}
+				}
+				c.flush(ctx, batch, release)
+				release()
+			}()
+		}
 		select {
-		case first = <-c.requests:
+		case r := <-c.requests:
+			pending = append(pending, r)
+		case <-freed:
+			busy--
 		case <-ctx.Done():
+			for ; busy > 0; busy-- {
+				<-freed
+			}
+			writes.Wait()
 			return
 		}
-		batch := []*finishRequest{first}
-	drain:
-		for len(batch) < c.maxBatch {
-			select {
-			case r := <-c.requests:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		c.flush(ctx, batch)
 	}
 }
 
 // flush writes one batch, retrying database errors until each lease's local
 // deadline; past it the lease is lost and the watcher will reclaim the job.
-func (c *completer) flush(ctx context.Context, batch []*finishRequest) {
+// It calls failed after each failed write.
+func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed func()) {
 	wait := 20 * time.Millisecond
 	for len(batch) > 0 {
 		items := make([]*driver.JobFinish, len(batch))
@@ -113,6 +131,7 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest) {
 			return
 		}
 		c.logger.Warn("leasehold: write job outcomes", "jobs", len(batch), "error", err)
+		failed()
 		var keep []*finishRequest
 		for _, r := range batch {
 			deadline, _ := r.lease.times()
@@ -120,7 +139,7 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest) {
 				keep = append(keep, r)
 				continue
 			}
-			r.result <- &LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()}
+			r.done(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()})
 		}
 		batch = keep
 		time.Sleep(wait)
@@ -138,20 +157,20 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 	}
 	for _, r := range batch {
 		if ok[r.item.ID] {
-			r.result <- nil
+			r.done(nil)
 			continue
 		}
 		if r.item.State == leasetype.JobStateCompleted {
 			row, err := c.exec.JobGet(context.WithoutCancel(ctx), r.item.ID)
 			if err == nil && row.State == leasetype.JobStateCompleted && row.LeaseToken == r.item.Token {
-				r.result <- nil
+				r.done(nil)
 				continue
 			}
 			if err != nil && !errors.Is(err, driver.ErrNotFound) {
 				c.logger.Warn("leasehold: check refused completion", "job_id", r.item.ID, "error", err)
 			}
 		}
-		r.result <- &LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current or the lease expired"}
+		r.done(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current or the lease expired"})
 	}
 }
 

@@ -207,12 +207,8 @@ func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
 	}
 }
 
-// next waits for the goroutine's next job; nil retires it.
-func (w *handlerWorker) next() *lease { return receiveDeep(w.jobs) }
-
-// receiveDeep receives from ch with stackReserve bytes of the goroutine's
-// stack in use. A handler goroutine waits in two places: for its job's
-// outcome to be written (the completer's batch) and for its next job.
+// next waits for the goroutine's next job (nil retires it) with
+// stackReserve bytes of its stack in use.
 //
 // The garbage collector halves the stack of a goroutine that uses less than
 // a quarter of it when the collector scans it. A goroutine waiting on a
@@ -224,11 +220,11 @@ func (w *handlerWorker) next() *lease { return receiveDeep(w.jobs) }
 // of up to 4×stackReserve as it is; larger stacks still shrink.
 //
 //go:noinline
-func receiveDeep[T any](ch <-chan T) T {
+func (w *handlerWorker) next() *lease {
 	var reserve [stackReserve]byte
-	v := <-ch
+	l := <-w.jobs
 	keepStack(&reserve)
-	return v
+	return l
 }
 
 // stackReserve is the stack a waiting handler goroutine keeps in use.
@@ -252,21 +248,27 @@ func (c *clientCore) leaseTTL(row *leasetype.JobRow, entry *workerEntry) time.Du
 	}
 }
 
-// runJob runs one attempt and writes its outcome.
+// runJob runs one attempt and submits its outcome. The job's slot and
+// lease are released (end) once the outcome is written or refused, or at
+// once when nothing is to be written; the goroutine is free when runJob
+// returns.
 func (c *clientCore) runJob(p *producer, l *lease) {
-	defer p.jobDone()
-	defer c.leases.remove(l)
+	end := func() {
+		c.leases.remove(l)
+		p.jobDone()
+	}
 
 	if c.stopping.Load() {
 		// Claimed but not started when the client began stopping: give the
 		// lease back without counting an attempt against the job.
-		c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased, Error: "released: client stopping before the job started"})
+		c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased, Error: "released: client stopping before the job started"}, end)
 		return
 	}
 
 	ctx, cancel := context.WithCancelCause(c.workCtx)
 	defer cancel(nil)
 	if !l.setCancel(cancel) {
+		end()
 		return
 	}
 	if l.entry != nil && l.entry.opts.Timeout > 0 {
@@ -287,19 +289,20 @@ func (c *clientCore) runJob(p *producer, l *lease) {
 		// into cancelled anyway). A Permanent error is still a discard.
 		var perm *permanentError
 		if !errors.As(err, &perm) {
-			c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: "cancelled by request: " + err.Error()})
+			c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: "cancelled by request: " + err.Error()}, end)
 			return
 		}
 	}
 	if l.lost.Load() && err != nil {
 		// The handler most likely failed because its lease was lost: that is
 		// an expiry, which the watcher records, not a handler error.
+		end()
 		return
 	}
 	// A completion is offered to the database even when the lease is known
 	// lost: the fenced write is the authority and refuses it unless this
 	// lease is still current.
-	c.writeOutcome(l, c.outcome(l, err))
+	c.writeOutcome(l, c.outcome(l, err), end)
 }
 
 // callHandler runs the worker, turning a panic into an error with its stack.
@@ -364,21 +367,25 @@ func (c *clientCore) outcome(l *lease, err error) *driver.JobFinish {
 	return item
 }
 
-// writeOutcome writes the end of the lease through the completer and counts it.
-func (c *clientCore) writeOutcome(l *lease, item *driver.JobFinish) {
+// writeOutcome submits the end of the lease to the completer; once it is
+// written (and counted) or refused, end is called.
+func (c *clientCore) writeOutcome(l *lease, item *driver.JobFinish, end func()) {
 	item.ID, item.Token = l.row.ID, l.token
-	if err := c.completer.finish(l, item); err != nil {
-		if IsLeaseLost(err) {
-			c.stats.fencedWrites.Add(1)
-			if l.lose("outcome refused") {
-				c.stats.leasesLost.Add(1)
+	c.completer.finish(l, item, func(err error) {
+		defer end()
+		if err != nil {
+			if IsLeaseLost(err) {
+				c.stats.fencedWrites.Add(1)
+				if l.lose("outcome refused") {
+					c.stats.leasesLost.Add(1)
+				}
+				c.logger.Warn("leasehold: job outcome not written, lease lost", "job_id", l.row.ID, "token", l.token, "error", err)
 			}
-			c.logger.Warn("leasehold: job outcome not written, lease lost", "job_id", l.row.ID, "token", l.token, "error", err)
+			return
 		}
-		return
-	}
-	c.stats.countOutcome(item)
-	if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
-		c.wakeQueue(l.row.Queue)
-	}
+		c.stats.countOutcome(item)
+		if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
+			c.wakeQueue(l.row.Queue)
+		}
+	})
 }
