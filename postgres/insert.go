@@ -103,9 +103,10 @@ func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertPa
 	}
 	defer rows.Close()
 	inserted := make(map[int]*leasetype.JobRow, n)
+	var ord int64
+	dest := newJobDest(&ord)
 	for rows.Next() {
-		var ord int64
-		job, err := scanJob(rows, &ord)
+		job, err := dest.scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("scan inserted job: %w", err)
 		}

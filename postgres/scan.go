@@ -25,40 +25,61 @@ const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
 // scanJob reads one row selected with jobColumns, after the leading
 // columns scanned into lead.
 func scanJob(row pgx.Row, lead ...any) (*leasetype.JobRow, error) {
-	var (
-		j     leasetype.JobRow
-		state string
-		pol   string
-		ttlMS int64
-	)
-	dest := append(lead, &j.ID, &j.Kind, &j.Queue, &state, &j.Priority, &j.EncodedArgs, &j.Metadata,
+	return newJobDest(lead...).scan(row)
+}
+
+// jobDest is a scan destination for rows selected with jobColumns. Its
+// destination list is built once, so that scanning many rows (a claim)
+// allocates only what each row keeps.
+type jobDest struct {
+	j     leasetype.JobRow
+	state string
+	pol   string
+	ttlMS int64
+	dest  []any
+}
+
+// newJobDest returns a destination that scans the leading columns into lead.
+func newJobDest(lead ...any) *jobDest {
+	d := &jobDest{}
+	j := &d.j
+	d.dest = append(lead, &j.ID, &j.Kind, &j.Queue, &d.state, &j.Priority, &j.EncodedArgs, &j.Metadata,
 		&j.UniqueKey, &j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries,
 		&j.LastError, &j.LeaseToken, &j.LeaseOwner,
 		&j.LeasedAt, &j.LeaseUntil, &j.HeartbeatAt, &j.Heartbeats,
-		&ttlMS, &pol, &j.ScheduledAt, &j.CreatedAt, &j.FinalizedAt,
+		&d.ttlMS, &d.pol, &j.ScheduledAt, &j.CreatedAt, &j.FinalizedAt,
 		&j.CancelRequestedAt)
-	if err := row.Scan(dest...); err != nil {
+	return d
+}
+
+// scan reads one row into a new JobRow. pgx allocates a new value for
+// each non-NULL pointer column, so rows never share their times.
+func (d *jobDest) scan(row pgx.Row) (*leasetype.JobRow, error) {
+	d.j = leasetype.JobRow{}
+	if err := row.Scan(d.dest...); err != nil {
 		return nil, err
 	}
-	j.State = leasetype.JobState(state)
-	j.ExpiryPolicy = leasetype.ExpiryPolicy(pol)
-	j.LeaseTTL = time.Duration(ttlMS) * time.Millisecond
+	j := d.j
+	j.State = leasetype.JobState(d.state)
+	j.ExpiryPolicy = leasetype.ExpiryPolicy(d.pol)
+	j.LeaseTTL = time.Duration(d.ttlMS) * time.Millisecond
 	j.ScheduledAt = j.ScheduledAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	j.LeasedAt = utcPtr(j.LeasedAt)
-	j.LeaseUntil = utcPtr(j.LeaseUntil)
-	j.HeartbeatAt = utcPtr(j.HeartbeatAt)
-	j.FinalizedAt = utcPtr(j.FinalizedAt)
-	j.CancelRequestedAt = utcPtr(j.CancelRequestedAt)
+	for _, t := range []*time.Time{j.LeasedAt, j.LeaseUntil, j.HeartbeatAt, j.FinalizedAt, j.CancelRequestedAt} {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
 	return &j, nil
 }
 
-// scanJobs reads every row of rows with scanJob and closes rows.
+// scanJobs reads every row of rows with one jobDest and closes rows.
 func scanJobs(rows pgx.Rows) ([]*leasetype.JobRow, error) {
 	defer rows.Close()
 	var out []*leasetype.JobRow
+	d := newJobDest()
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := d.scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("scan job: %w", err)
 		}
