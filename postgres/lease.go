@@ -79,6 +79,21 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	if n == 0 {
 		return []int64{}, nil
 	}
+	if allCompletions(params.Items) {
+		ids, tokens := make([]int64, n), make([]int64, n)
+		for i, it := range params.Items {
+			ids[i], tokens[i] = it.ID, it.Token
+		}
+		rows, err := e.db.Query(ctx, sqlJobComplete, ids, tokens)
+		if err != nil {
+			return nil, fmt.Errorf("finish leases: %w", translate(err))
+		}
+		written, err := scanIDs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("finish leases: %w", translate(err))
+		}
+		return written, nil
+	}
 	var (
 		ids        = make([]int64, n)
 		tokens     = make([]int64, n)
@@ -123,6 +138,18 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 		return nil, fmt.Errorf("expire leases: %w", translate(err))
 	}
 	return jobs, nil
+}
+
+// allCompletions reports whether every item is a plain completion, which
+// sqlJobComplete writes.
+func allCompletions(items []*driver.JobFinish) bool {
+	for _, it := range items {
+		if it.State != leasetype.JobStateCompleted || it.Outcome != leasetype.OutcomeCompleted ||
+			it.Error != "" || it.CountError || it.ScheduledAt != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // nonNil returns s, or an empty slice for nil: pgx encodes a nil slice as

@@ -116,6 +116,33 @@ recorded AS (
 )
 SELECT id FROM finished`
 
+// sqlJobComplete is sqlJobFinish for the success path: completions only,
+// given as parallel arrays of id and token, no error text. It writes what
+// sqlJobFinish writes for them (a cancellation request does not change a
+// completion) and leaves Postgres four text arrays fewer to decode.
+const sqlJobComplete = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
+finished AS (
+	UPDATE leasehold_job SET
+		state = 'completed',
+		finalized_at = clock.fin_now
+	FROM unnest($1::bigint[], $2::bigint[]) AS t(fin_id, fin_token), clock
+	WHERE id = t.fin_id
+		AND lease_token = t.fin_token
+		AND state = 'running'
+		AND lease_until > clock.fin_now
+	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, clock.fin_now
+),
+recorded AS (
+	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	                               last_heartbeat_at, heartbeats, finished_at, outcome)
+	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, fin_now, 'completed'
+	FROM finished
+)
+SELECT id FROM finished`
+
 // sqlJobExpire reclaims up to $1 running jobs whose lease expired. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
 // without reclaiming a job twice. A job goes to stuck when its policy says so
