@@ -27,6 +27,9 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 	if len(params) == 0 {
 		return results, nil
 	}
+	if _, inTx := e.db.(pgx.Tx); len(params) == 1 && !inTx {
+		return e.insertAlone(ctx, params[0])
+	}
 	err := e.inTx(ctx, func(tx *executor) error {
 		pending := make([]int, len(params))
 		for i := range pending {
@@ -37,7 +40,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 			if round == maxInsertRounds {
 				return fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
 			}
-			inserted, err := tx.insertRound(ctx, params, pending)
+			inserted, err := tx.insertRound(ctx, sqlJobInsertMany, params, pending)
 			if err != nil {
 				return err
 			}
@@ -65,9 +68,37 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 	return results, nil
 }
 
-// insertRound inserts params[i] for each i in which, and returns the rows
-// inserted by input position. Rows skipped for their unique key are absent.
-func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertParams, which []int) (map[int]*leasetype.JobRow, error) {
+// insertAlone inserts one job outside a transaction. Each statement stands
+// alone: the insert (with its notification, sqlJobInsertNotify) is one
+// round trip, and when the job's unique key is held, the holder is read
+// instead; a holder that finished in between lets the insert try again.
+func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
+	params := []*driver.JobInsertParams{p}
+	results := make([]*driver.JobInsertResult, 1)
+	for range maxInsertRounds {
+		inserted, err := e.insertRound(ctx, sqlJobInsertNotify, params, []int{0})
+		if err != nil {
+			return nil, err
+		}
+		if job, ok := inserted[0]; ok {
+			results[0] = &driver.JobInsertResult{Job: job}
+			return results, nil
+		}
+		retry, err := e.resolveSkipped(ctx, params, []int{0}, results)
+		if err != nil {
+			return nil, err
+		}
+		if len(retry) == 0 {
+			return results, nil
+		}
+	}
+	return nil, fmt.Errorf("insert jobs: unique keys still contended after %d rounds", maxInsertRounds)
+}
+
+// insertRound inserts params[i] for each i in which with query
+// (sqlJobInsertMany or sqlJobInsertNotify), and returns the rows inserted by
+// input position. Rows skipped for their unique key are absent.
+func (e *executor) insertRound(ctx context.Context, query string, params []*driver.JobInsertParams, which []int) (map[int]*leasetype.JobRow, error) {
 	n := len(which)
 	var (
 		kinds       = make([]string, n)
@@ -96,7 +127,7 @@ func (e *executor) insertRound(ctx context.Context, params []*driver.JobInsertPa
 		}
 		uniqueFin[k] = uniqueFinishedMask(p.UniqueFinished)
 	}
-	rows, err := e.db.Query(ctx, sqlJobInsertMany,
+	rows, err := e.db.Query(ctx, query,
 		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", translate(err))

@@ -21,7 +21,24 @@ const uniqueKeyHeld = `unique_key IS NOT NULL
 // uncommitted holder of its key, and two batches that take the same keys in
 // opposite orders would otherwise deadlock. Within a key, input order holds,
 // so the first of two rows with the same key is the one inserted.
-const sqlJobInsertMany = `
+const sqlJobInsertMany = sqlJobInsertCTEs + `
+SELECT input.ord, inserted.*
+FROM inserted JOIN input ON input.new_id = inserted.id`
+
+// sqlJobInsertNotify is sqlJobInsertMany that also wakes the listeners of
+// the queues it inserted available jobs into, so that a single insert
+// outside a transaction is one statement and one round trip. pg_notify is
+// volatile, so the notified CTE is evaluated once, and only when rows were
+// inserted; the notifications go out when the statement commits.
+const sqlJobInsertNotify = sqlJobInsertCTEs + `,
+notified AS (
+	SELECT count(pg_notify('` + insertChannel + `', q.queue)) AS notifications
+	FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'available') AS q
+)
+SELECT input.ord, inserted.*
+FROM inserted JOIN input ON input.new_id = inserted.id, notified`
+
+const sqlJobInsertCTEs = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
 	FROM unnest($1::text[], $2::text[], $3::int[], $4::jsonb[], $5::jsonb[],
@@ -43,9 +60,7 @@ inserted AS (
 	ON CONFLICT (unique_key) WHERE ` + uniqueKeyHeld + `
 	DO NOTHING
 	RETURNING ` + jobColumns + `
-)
-SELECT input.ord, inserted.*
-FROM inserted JOIN input ON input.new_id = inserted.id`
+)`
 
 // sqlJobGetHoldersByKeys returns the jobs holding the given unique keys.
 const sqlJobGetHoldersByKeys = `
