@@ -124,13 +124,6 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 	}
 }
 
-// hasBacklog reports whether the last claim was full or capped.
-func (p *producer) hasBacklog() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.backlog
-}
-
 // claimParams builds the claim statement's parameters for a queue.
 func (c *clientCore) claimParams(queue string, limit int) *driver.JobClaimParams {
 	return &driver.JobClaimParams{
