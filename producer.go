@@ -83,12 +83,28 @@ func (p *producer) jobDone() {
 	}
 }
 
-// run is the claim loop; it returns when ctx ends.
+// run is the claim loop; it returns when ctx ends, once the claims in
+// flight have returned.
+//
+// A claim runs while the loop goes on: when enough workers free up during
+// it (at least minOverlapClaim beyond those the claims in flight may fill),
+// a second claim starts at once instead of after the first returns. One
+// claim statement runs on one database process, and a backlog would
+// otherwise wait on that one process while the database's other cores sit
+// idle. Claims of a queue with fleet-wide limits never overlap.
 func (p *producer) run(ctx context.Context, c *clientCore) {
 	p.handlers.open()
-	// No job starts after the loop ends: the pool's goroutines go as their
-	// jobs end.
+	// No job starts after the loop ends: the claims in flight return
+	// first, then the pool's goroutines go as their jobs end.
 	defer p.handlers.close()
+	var claims sync.WaitGroup
+	defer claims.Wait()
+	type claimDone struct {
+		reserved int
+		err      error
+	}
+	done := make(chan claimDone, maxClaimsInFlight)
+	inFlight, reserved := 0, 0 // claims in flight, and the workers they may fill
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	errWait := 50 * time.Millisecond
@@ -98,13 +114,14 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			return
 		case <-p.wake:
 		case <-poll.C:
-		}
-		if free := p.free(); free > 0 {
-			if err := c.claimAndStart(ctx, p, free); err != nil {
+		case d := <-done:
+			inFlight--
+			reserved -= d.reserved
+			if d.err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				c.logger.Warn("leasehold: claim jobs", "queue", p.queue, "error", err)
+				c.logger.Warn("leasehold: claim jobs", "queue", p.queue, "error", d.err)
 				// Back off, but keep trying: the database may come back.
 				sleepCtx(ctx, errWait)
 				errWait = min(errWait*2, c.cfg.PollInterval)
@@ -112,6 +129,16 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 				continue
 			}
 			errWait = 50 * time.Millisecond
+		}
+		free := p.free() - reserved
+		if free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()) {
+			inFlight++
+			reserved += free
+			claims.Add(1)
+			go func() {
+				defer claims.Done()
+				done <- claimDone{reserved: free, err: c.claimAndStart(ctx, p, free)}
+			}()
 		}
 		if !poll.Stop() {
 			select {
@@ -123,6 +150,14 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 		sleepCtx(ctx, c.cfg.FetchCooldown)
 	}
 }
+
+// maxClaimsInFlight is the most claims of one queue that run at once;
+// minOverlapClaim is the fewest free workers that start a claim while
+// another is in flight.
+const (
+	maxClaimsInFlight = 2
+	minOverlapClaim   = 100
+)
 
 // claimParams builds the claim statement's parameters for a queue.
 func (c *clientCore) claimParams(queue string, limit int) *driver.JobClaimParams {

@@ -1,0 +1,125 @@
+package leasehold
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+	"github.com/leasehold/leasehold/migrate"
+	"github.com/leasehold/leasehold/sqlite"
+)
+
+// slowClaimDriver delays every claim and records how many ran at once.
+type slowClaimDriver struct {
+	driver.Driver[*sql.Tx]
+	delay time.Duration
+
+	mu          sync.Mutex
+	inFlight    int
+	maxInFlight int
+	claims      int
+}
+
+func (d *slowClaimDriver) GetExecutor() driver.Executor {
+	return &slowClaimExecutor{Executor: d.Driver.GetExecutor(), d: d}
+}
+
+type slowClaimExecutor struct {
+	driver.Executor
+	d *slowClaimDriver
+}
+
+func (e *slowClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
+	e.d.mu.Lock()
+	e.d.inFlight++
+	e.d.claims++
+	e.d.maxInFlight = max(e.d.maxInFlight, e.d.inFlight)
+	e.d.mu.Unlock()
+	defer func() {
+		e.d.mu.Lock()
+		e.d.inFlight--
+		e.d.mu.Unlock()
+	}()
+	time.Sleep(e.d.delay)
+	return e.Executor.JobClaim(ctx, p)
+}
+
+// TestClaimsOverlap: while a claim is in flight and enough workers free up,
+// the producer starts a second claim at once, never a third; every job
+// still runs exactly once.
+func TestClaimsOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, db, err := sqlite.Open(filepath.Join(t.TempDir(), "overlap.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := migrate.New(base).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &slowClaimDriver{Driver: base, delay: 30 * time.Millisecond}
+
+	const jobs = 1500
+	var (
+		mu   sync.Mutex
+		runs = map[int]int{}
+	)
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[overlapArgs](func(ctx context.Context, j *Job[overlapArgs]) error {
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		runs[j.Args.N]++
+		mu.Unlock()
+		return nil
+	}))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler),
+		Queues: map[string]QueueConfig{defaultQueue: {MaxWorkers: 300}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]InsertManyParams, jobs)
+	for i := range params {
+		params[i] = InsertManyParams{Args: overlapArgs{N: i}}
+	}
+	if _, err := c.InsertManyFast(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for c.Stats().Completed < jobs && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().Completed; got != jobs {
+		t.Fatalf("completed %d of %d jobs", got, jobs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range jobs {
+		if runs[i] != 1 {
+			t.Fatalf("job %d ran %d times, want once", i, runs[i])
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.maxInFlight != maxClaimsInFlight {
+		t.Fatalf("at most %d claims in flight at once over %d claims, want %d (overlapping, never more)", d.maxInFlight, d.claims, maxClaimsInFlight)
+	}
+}
+
+type overlapArgs struct {
+	N int `json:"n"`
+}
+
+func (overlapArgs) Kind() string { return "overlap" }
