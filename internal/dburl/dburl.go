@@ -78,10 +78,7 @@ func Parse(raw string) (*URL, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3":
-		path := rest
-		if strings.HasPrefix(path, "//") {
-			path = path[2:] // sqlite:///abs/path and sqlite://rel/path
-		}
+		path := strings.TrimPrefix(rest, "//") // sqlite:///abs/path and sqlite://rel/path
 		switch {
 		case path == "":
 			return nil, fmt.Errorf("%w: %q names no file (example: sqlite:leasehold.db)", ErrBadURL, raw)
