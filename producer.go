@@ -105,6 +105,9 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 	}
 	done := make(chan claimDone, maxClaimsInFlight)
 	inFlight, reserved := 0, 0 // claims in flight, and the workers they may fill
+	// deferred: a wake-up or poll found the workers reserved by claims in
+	// flight; the claim it asked for is made when one of them returns.
+	deferred := false
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	errWait := 50 * time.Millisecond
@@ -129,9 +132,14 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 				continue
 			}
 			errWait = 50 * time.Millisecond
+			if !deferred {
+				continue
+			}
 		}
+		deferred = false
 		free := p.free() - reserved
-		if free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()) {
+		switch {
+		case free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()):
 			inFlight++
 			reserved += free
 			claims.Add(1)
@@ -139,6 +147,8 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 				defer claims.Done()
 				done <- claimDone{reserved: free, err: c.claimAndStart(ctx, p, free)}
 			}()
+		case inFlight > 0:
+			deferred = true
 		}
 		if !poll.Stop() {
 			select {

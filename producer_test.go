@@ -123,3 +123,52 @@ type overlapArgs struct {
 }
 
 func (overlapArgs) Kind() string { return "overlap" }
+
+// TestClaimsIdleAfterWork: once the jobs are done, the producer claims only
+// when woken or polled: a claim's return alone does not start another.
+func TestClaimsIdleAfterWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, db, err := sqlite.Open(filepath.Join(t.TempDir(), "idle.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := migrate.New(base).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &slowClaimDriver{Driver: base, delay: time.Millisecond}
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[overlapArgs](func(context.Context, *Job[overlapArgs]) error { return nil }))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	for i := range 20 {
+		if _, err := c.Insert(ctx, overlapArgs{N: i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Stats().Completed < 20 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := c.Stats().Completed; got != 20 {
+		t.Fatalf("completed %d of 20 jobs", got)
+	}
+	time.Sleep(100 * time.Millisecond) // the last wake-ups settle
+	d.mu.Lock()
+	before := d.claims
+	d.mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	d.mu.Lock()
+	after := d.claims
+	d.mu.Unlock()
+	if after != before {
+		t.Fatalf("%d claims in 500 ms with nothing inserted, nothing running and a 1-minute poll; want none", after-before)
+	}
+}
