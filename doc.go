@@ -53,6 +53,12 @@ panicked, lease_expired, released, cancelled, snoozed) and error. The row is
 written in the same statement or transaction as the job's state change. Read
 it with JobAttempts or plain SQL.
 
+Outcomes are written in batches: whatever ended while the previous batch was
+being written goes in the next statement, one statement at a time unless a
+full batch (Config.CompleterMaxBatch) waits. A job's worker slot frees only
+once its outcome has committed, so MaxWorkers bounds the jobs whose outcome
+is not yet durable as well as the handlers running.
+
 # Guarantees
 
   - At-least-once execution: a job inserted (and, for InsertTx, committed) is
