@@ -57,15 +57,7 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	for i, l := range params.Leases {
 		ids[i], tokens[i], ttls[i] = l.ID, l.Token, l.TTL.Milliseconds()
 	}
-	rows, err := e.db.Query(ctx, sqlJobHeartbeat, ids, tokens, ttls)
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", translate(err))
-	}
-	renewed, err := scanIDs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("renew leases: %w", translate(err))
-	}
-	return renewed, nil
+	return e.queryIDs(ctx, "renew leases", sqlJobHeartbeat, ids, tokens, ttls)
 }
 
 // finishStates are the states a lease may end in.
@@ -84,15 +76,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		for i, it := range params.Items {
 			ids[i], tokens[i] = it.ID, it.Token
 		}
-		rows, err := e.db.Query(ctx, sqlJobComplete, ids, tokens)
-		if err != nil {
-			return nil, fmt.Errorf("finish leases: %w", translate(err))
-		}
-		written, err := scanIDs(rows)
-		if err != nil {
-			return nil, fmt.Errorf("finish leases: %w", translate(err))
-		}
-		return written, nil
+		return e.queryIDs(ctx, "finish leases", sqlJobComplete, ids, tokens)
 	}
 	var (
 		ids        = make([]int64, n)
@@ -114,15 +98,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		}
 		errs[i], countError[i] = it.Error, it.CountError
 	}
-	rows, err := e.db.Query(ctx, sqlJobFinish, ids, tokens, states, outcomes, scheduled, errs, countError)
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: %w", translate(err))
-	}
-	written, err := scanIDs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: %w", translate(err))
-	}
-	return written, nil
+	return e.queryIDs(ctx, "finish leases", sqlJobFinish, ids, tokens, states, outcomes, scheduled, errs, countError)
 }
 
 func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {

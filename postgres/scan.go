@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -116,6 +117,20 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// queryIDs runs a statement that returns a single bigint column and reads
+// it; errors name what the statement does.
+func (e *executor) queryIDs(ctx context.Context, what, query string, args ...any) ([]int64, error) {
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, translate(err))
+	}
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, translate(err))
+	}
+	return ids, nil
 }
 
 // scanIDs reads a single bigint column and closes rows.
