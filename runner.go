@@ -20,8 +20,9 @@ import (
 // head, past the entries of the jobs claimed before it that vacuum has not
 // removed yet, so few large claims cost the database less per job than many
 // small ones (splitting each claim into two concurrent statements of half
-// the size, tried, cost a fifth of the drain throughput). The producer may
-// overlap two claims instead, when enough workers free up while one runs.
+// the size, tried, cost about a sixth of the drain throughput). The
+// producer may overlap two claims instead, when enough workers free up
+// while one runs.
 // Claims of a queue with fleet-wide limits are one transaction.
 func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) error {
 	// The local lease deadline counts from before the claim was sent: the
