@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -105,7 +104,10 @@ func (e *rawEngine) start(context.Context) error {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			if err := e.loop(ctx, fmt.Sprintf("raw-%d", i)); err != nil && !errors.Is(err, context.Canceled) {
+			// An error once the round is stopped comes from the stop (on
+			// MySQL, database/sql rolls back a transaction whose context
+			// ends and reports sql.ErrTxDone, not the context's error).
+			if err := e.loop(ctx, fmt.Sprintf("raw-%d", i)); err != nil && ctx.Err() == nil {
 				e.errMu.Lock()
 				e.err = err
 				e.errMu.Unlock()
