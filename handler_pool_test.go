@@ -5,15 +5,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/migrate"
-	"github.com/leasehold/leasehold/sqlite"
 )
 
 // goid returns the current goroutine's id, from its stack header.
@@ -156,14 +152,7 @@ func TestHandlerPoolGoroutinesExit(t *testing.T) {
 func TestClientHandlersReusedAndStopped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "pool.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := newTestSQLite(t)
 	const jobs = 200
 	var (
 		mu       sync.Mutex

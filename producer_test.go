@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
-	"github.com/leasehold/leasehold/migrate"
-	"github.com/leasehold/leasehold/sqlite"
 )
 
 // slowClaimDriver delays every claim and records how many ran at once.
@@ -56,14 +53,7 @@ func (e *slowClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimPara
 func TestClaimsOverlap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, db, err := sqlite.Open(filepath.Join(t.TempDir(), "overlap.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(base).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base := newTestSQLite(t)
 	d := &slowClaimDriver{Driver: base, delay: 30 * time.Millisecond}
 
 	const jobs = 1500
@@ -129,14 +119,7 @@ func (overlapArgs) Kind() string { return "overlap" }
 func TestClaimsIdleAfterWork(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, db, err := sqlite.Open(filepath.Join(t.TempDir(), "idle.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(base).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base := newTestSQLite(t)
 	d := &slowClaimDriver{Driver: base, delay: time.Millisecond}
 	w := NewWorkers()
 	AddWorker(w, WorkFunc[overlapArgs](func(context.Context, *Job[overlapArgs]) error { return nil }))

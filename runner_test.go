@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/leasetype"
-	"github.com/leasehold/leasehold/migrate"
-	"github.com/leasehold/leasehold/sqlite"
 )
 
 type noopArgs struct{}
@@ -81,14 +78,7 @@ func TestOutcome(t *testing.T) {
 func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "release.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := newTestSQLite(t)
 	ran := false
 	w := NewWorkers()
 	AddWorker(w, WorkFunc[noopArgs](func(context.Context, *Job[noopArgs]) error { ran = true; return nil }))
