@@ -33,12 +33,12 @@ func (h *heartbeater) run(ctx context.Context) {
 	defer func() { <-done }()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var buf []*lease
 	for {
-		next := h.tick(ctx)
-		wait := time.Until(next)
-		if wait < minHeartbeatWait {
-			wait = minHeartbeatWait
-		}
+		var next time.Time
+		next, buf = h.tick(ctx, buf)
+		wait := max(time.Until(next), minHeartbeatWait)
+		h.leases.planTick(time.Now().Add(wait))
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -55,6 +55,7 @@ func (h *heartbeater) run(ctx context.Context) {
 func (h *heartbeater) enforceDeadlines(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var held []*lease
 	for {
 		select {
 		case <-ctx.Done():
@@ -63,7 +64,8 @@ func (h *heartbeater) enforceDeadlines(ctx context.Context) {
 		}
 		now := time.Now()
 		wait := 50 * time.Millisecond
-		for _, l := range h.leases.snapshot() {
+		held = h.leases.snapshot(held)
+		for _, l := range held {
 			if l.done.Load() || l.completing.Load() || l.lost.Load() {
 				continue
 			}
@@ -77,20 +79,23 @@ func (h *heartbeater) enforceDeadlines(ctx context.Context) {
 				h.logger.Warn("leasehold: lease lost at local deadline", "job_id", l.row.ID, "token", l.token)
 			}
 		}
+		clear(held) // hold no ended lease until the next look
 		timer.Reset(max(wait, time.Millisecond))
 	}
 }
 
-// tick renews the leases that are due, loses those past their local deadline,
-// and returns when it next needs to run.
-func (h *heartbeater) tick(ctx context.Context) time.Time {
+// tick renews the leases that are due and returns when it next needs to
+// run. held is storage for the snapshot of the leases, returned for reuse.
+func (h *heartbeater) tick(ctx context.Context, held []*lease) (time.Time, []*lease) {
+	held = h.leases.startTick(held)
+	defer clear(held) // hold no ended lease until the next tick
 	now := time.Now()
 	next := now.Add(time.Second)
 	var due []*lease
 	// A renewal that has not returned by the earliest local deadline among
 	// its leases is useless: those leases are lost by then.
 	callDeadline := now.Add(time.Hour)
-	for _, l := range h.leases.snapshot() {
+	for _, l := range held {
 		if l.done.Load() || l.completing.Load() || l.lost.Load() {
 			continue
 		}
@@ -109,7 +114,7 @@ func (h *heartbeater) tick(ctx context.Context) time.Time {
 		next = earliest(next, renewDue)
 	}
 	if len(due) == 0 {
-		return next
+		return next, held
 	}
 	params := &driver.JobHeartbeatParams{Leases: make([]driver.LeaseRenewal, len(due))}
 	for i, l := range due {
@@ -131,7 +136,7 @@ func (h *heartbeater) tick(ctx context.Context) time.Time {
 			h.logger.Warn("leasehold: renew leases", "leases", len(due), "error", err)
 		}
 		// Retry soon; the local deadlines still hold.
-		return earliest(next, time.Now().Add(h.retryDelay(due)))
+		return earliest(next, time.Now().Add(h.retryDelay(due))), held
 	}
 	ok := make(map[int64]bool, len(renewed))
 	for _, id := range renewed {
@@ -152,7 +157,7 @@ func (h *heartbeater) tick(ctx context.Context) time.Time {
 			h.logger.Warn("leasehold: lease lost, renewal refused", "job_id", l.row.ID, "token", l.token)
 		}
 	}
-	return next
+	return next, held
 }
 
 // retryDelay is the wait before retrying a failed renewal: a tenth of the

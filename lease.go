@@ -101,10 +101,17 @@ func (l *lease) lose(reason string) bool {
 
 // leaseSet is the set of leases a client holds.
 type leaseSet struct {
-	mu    sync.Mutex
-	byID  map[int64]*lease
-	added chan struct{} // kicks the heartbeater when a lease is added
-	wg    sync.WaitGroup
+	mu   sync.Mutex
+	byID map[int64]*lease
+	// tickAt is when the heartbeater next looks at the leases of its own
+	// accord; zero while it is looking (and before its first look). A new
+	// lease kicks it only when its renewal falls due before then: with the
+	// default TTL a new lease is due in ten seconds and the heartbeater
+	// looks every second at most, so a busy queue's claims do not each
+	// make it walk every lease.
+	tickAt time.Time
+	added  chan struct{} // kicks the heartbeater
+	wg     sync.WaitGroup
 }
 
 func newLeaseSet() *leaseSet {
@@ -112,10 +119,15 @@ func newLeaseSet() *leaseSet {
 }
 
 func (s *leaseSet) add(l *lease) {
+	_, renewDue := l.times()
 	s.mu.Lock()
 	s.byID[l.row.ID] = l
+	kick := s.tickAt.IsZero() || renewDue.Before(s.tickAt)
 	s.mu.Unlock()
 	s.wg.Add(1)
+	if !kick {
+		return
+	}
 	select {
 	case s.added <- struct{}{}:
 	default:
@@ -147,12 +159,32 @@ func (s *leaseSet) any() bool {
 	return len(s.byID) > 0
 }
 
-func (s *leaseSet) snapshot() []*lease {
+// snapshot returns the leases held, in buf's storage.
+func (s *leaseSet) snapshot(buf []*lease) []*lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*lease, 0, len(s.byID))
-	for _, l := range s.byID {
-		out = append(out, l)
+	return appendLeases(buf[:0], s.byID)
+}
+
+// startTick is snapshot for the heartbeater's tick: until planTick, every
+// new lease kicks it, since the tick may not see it.
+func (s *leaseSet) startTick(buf []*lease) []*lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tickAt = time.Time{}
+	return appendLeases(buf[:0], s.byID)
+}
+
+// planTick records when the heartbeater looks next of its own accord.
+func (s *leaseSet) planTick(at time.Time) {
+	s.mu.Lock()
+	s.tickAt = at
+	s.mu.Unlock()
+}
+
+func appendLeases(buf []*lease, byID map[int64]*lease) []*lease {
+	for _, l := range byID {
+		buf = append(buf, l)
 	}
-	return out
+	return buf
 }
