@@ -70,7 +70,7 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", translate(err))
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := scanJobs(rows, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", translate(err))
 	}

@@ -167,7 +167,7 @@ func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInser
 	if err != nil {
 		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
 	}
-	existing, err := scanJobs(rows)
+	existing, err := scanJobs(rows, len(keys))
 	if err != nil {
 		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
 	}

@@ -30,7 +30,7 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", translate(err))
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := scanJobs(rows, params.Max)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", translate(err))
 	}
@@ -109,7 +109,7 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", translate(err))
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := scanJobs(rows, params.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", translate(err))
 	}

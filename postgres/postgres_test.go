@@ -24,13 +24,13 @@ import (
 // newSchemaPool creates a fresh, empty schema, dropped when the test ends,
 // and returns a pool whose connections use it. It fails the test, never
 // skips it, when the server cannot be reached.
-func newSchemaPool(t *testing.T) *pgxpool.Pool {
+func newSchemaPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	return pgtest.Pool(t, "lh_", 12)
 }
 
 // newTestDriver returns a driver on a fresh, migrated schema.
-func newTestDriver(t *testing.T) *Driver {
+func newTestDriver(t testing.TB) *Driver {
 	t.Helper()
 	d := New(newSchemaPool(t))
 	if _, err := migrate.New(d).Up(t.Context()); err != nil {

@@ -74,13 +74,33 @@ func (d *jobDest) scan(row pgx.Row) (*leasetype.JobRow, error) {
 	return &j, nil
 }
 
-// scanJobs reads every row of rows with one jobDest and closes rows.
-func scanJobs(rows pgx.Rows) ([]*leasetype.JobRow, error) {
+// scanJobs reads every row of rows, selected with jobColumns, and closes
+// rows. max is the most rows the statement can return, 0 when unbounded.
+func scanJobs(rows pgx.Rows, max int) ([]*leasetype.JobRow, error) {
 	defer rows.Close()
-	var out []*leasetype.JobRow
-	d := newJobDest()
+	var (
+		out  []*leasetype.JobRow
+		dest *jobDest
+		dec  *jobDecoder
+	)
 	for rows.Next() {
-		j, err := d.scan(rows)
+		if dest == nil && dec == nil {
+			if fields := rows.FieldDescriptions(); binaryJobColumns(fields) {
+				dec = &jobDecoder{fields: fields, left: max}
+				out = make([]*leasetype.JobRow, 0, min(max, 1024))
+			} else {
+				dest = newJobDest()
+			}
+		}
+		var (
+			j   *leasetype.JobRow
+			err error
+		)
+		if dec != nil {
+			j, err = dec.decode(rows.RawValues())
+		} else {
+			j, err = dest.scan(rows)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("scan job: %w", err)
 		}
