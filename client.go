@@ -45,9 +45,12 @@ type clientCore struct {
 	mu       sync.Mutex // guards started and the run state below
 	started  bool
 	stopping atomic.Bool
-	// workCtx parents every handler's context; cancelWork interrupts them all.
-	workCtx    context.Context
-	cancelWork context.CancelCauseFunc
+	// handlerBase parents every handler's context and carries the client
+	// (ClientFromContext). It is never cancelled: each handler's context is
+	// cancelled through its lease, and interruptHandlers cancels them all,
+	// so that starting a job does not register it with a shared parent.
+	handlerBase context.Context
+	interrupted atomic.Bool // interruptHandlers was called since Start
 	// claimCancel stops the producers, serviceCancel the other services.
 	claimCancel, serviceCancel context.CancelFunc
 	claimWG, serviceWG         sync.WaitGroup
@@ -134,7 +137,8 @@ func (c *clientCore) Start(ctx context.Context) error {
 	}
 	c.started = true
 	c.stopping.Store(false)
-	c.workCtx, c.cancelWork = context.WithCancelCause(context.Background())
+	c.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)
+	c.interrupted.Store(false)
 
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
@@ -248,10 +252,9 @@ func (c *clientCore) Stop(ctx context.Context) error {
 	case <-drained:
 	case <-ctx.Done():
 		err = ctx.Err()
-		c.cancelWork(ErrClientStopping)
+		c.interruptHandlers()
 		<-drained
 	}
-	c.cancelWork(ErrClientStopping)
 	c.serviceCancel()
 	c.serviceWG.Wait()
 	c.started = false
@@ -269,13 +272,23 @@ func (c *clientCore) StopAndCancel(ctx context.Context) error {
 	started := c.started
 	if started {
 		c.stopping.Store(true)
-		c.cancelWork(ErrClientStopping)
+		c.interruptHandlers()
 	}
 	c.mu.Unlock()
 	if !started {
 		return ErrNotStarted
 	}
 	return c.Stop(ctx)
+}
+
+// interruptHandlers cancels the context of every running handler with
+// ErrClientStopping. A handler starting meanwhile sees interrupted set
+// (runJob), so none is missed.
+func (c *clientCore) interruptHandlers() {
+	c.interrupted.Store(true)
+	for _, l := range c.leases.snapshot(nil) {
+		l.interrupt(ErrClientStopping)
+	}
 }
 
 // coreContextKey holds the client running a handler.

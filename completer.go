@@ -38,9 +38,14 @@ type completer struct {
 type finishRequest struct {
 	item  *driver.JobFinish
 	lease *lease
-	// done receives nil on success, *LeaseLostError when fenced off. It
-	// runs on a flushing goroutine and must not block.
-	done func(error)
+	done  outcomeWaiter
+}
+
+// outcomeWaiter is told the result of a finishRequest: nil on success,
+// *LeaseLostError when fenced off. It is called on a flushing goroutine
+// and must not block.
+type outcomeWaiter interface {
+	outcomeWritten(err error)
 }
 
 // completerFlushers is how many outcome statements may be in flight at once.
@@ -50,11 +55,11 @@ func newCompleter(exec driver.Executor, writeMu *sync.RWMutex, maxBatch int, log
 	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, requests: make(chan *finishRequest, maxBatch)}
 }
 
-// finish submits item; done is called with its result once it is written
-// or refused. The completer must be running until every submitted item's
-// done has been called.
-func (c *completer) finish(l *lease, item *driver.JobFinish, done func(error)) {
-	c.requests <- &finishRequest{item: item, lease: l, done: done}
+// finish submits r; r.done is told its result once it is written or
+// refused. The completer must be running until every submitted request's
+// done has been told.
+func (c *completer) finish(r *finishRequest) {
+	c.requests <- r
 }
 
 // run collects requests and starts the batches' writes until ctx ends. It
@@ -139,7 +144,7 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 				keep = append(keep, r)
 				continue
 			}
-			r.done(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()})
+			r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()})
 		}
 		batch = keep
 		time.Sleep(wait)
@@ -157,20 +162,20 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 	}
 	for _, r := range batch {
 		if ok[r.item.ID] {
-			r.done(nil)
+			r.done.outcomeWritten(nil)
 			continue
 		}
 		if r.item.State == leasetype.JobStateCompleted {
 			row, err := c.exec.JobGet(context.WithoutCancel(ctx), r.item.ID)
 			if err == nil && row.State == leasetype.JobStateCompleted && row.LeaseToken == r.item.Token {
-				r.done(nil)
+				r.done.outcomeWritten(nil)
 				continue
 			}
 			if err != nil && !errors.Is(err, driver.ErrNotFound) {
 				c.logger.Warn("leasehold: check refused completion", "job_id", r.item.ID, "error", err)
 			}
 		}
-		r.done(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current or the lease expired"})
+		r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current or the lease expired"})
 	}
 }
 

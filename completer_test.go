@@ -66,13 +66,19 @@ func newCompleterHarness(t *testing.T, maxBatch int) *completerHarness {
 // a minute.
 func (h *completerHarness) submit(id int64) {
 	l := newLease(&leasetype.JobRow{ID: id, LeaseToken: 1}, time.Minute, nil, time.Now())
-	h.c.finish(l, &driver.JobFinish{ID: id, Token: 1, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}, func(err error) {
+	item := &driver.JobFinish{ID: id, Token: 1, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
+	h.c.finish(&finishRequest{item: item, lease: l, done: waiterFunc(func(err error) {
 		h.mu.Lock()
 		h.done[id] = err
 		h.mu.Unlock()
 		h.dones <- id
-	})
+	})})
 }
+
+// waiterFunc is an outcomeWaiter.
+type waiterFunc func(error)
+
+func (f waiterFunc) outcomeWritten(err error) { f(err) }
 
 // nextCall waits for the next JobFinish call.
 func (h *completerHarness) nextCall() *finishCall {

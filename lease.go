@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -15,12 +16,7 @@ func (l *lease) requestCancel() bool {
 	if !l.cancelRequested.CompareAndSwap(false, true) {
 		return false
 	}
-	l.mu.Lock()
-	cancel := l.cancel
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel(ErrJobCancelled)
-	}
+	l.interrupt(ErrJobCancelled)
 	return true
 }
 
@@ -36,6 +32,13 @@ type lease struct {
 	token int64
 	ttl   time.Duration
 	entry *workerEntry // nil when the kind has no worker here
+
+	core     *clientCore
+	producer *producer // whose slot the job holds
+	// outcome and request are the lease's final write and its place in the
+	// completer's queue, kept here so that ending a job allocates nothing.
+	outcome driver.JobFinish
+	request finishRequest
 
 	mu       sync.Mutex
 	deadline time.Time // local deadline (monotonic)
@@ -84,18 +87,23 @@ func (l *lease) setCancel(cancel context.CancelCauseFunc) bool {
 	return !l.lost.Load()
 }
 
+// interrupt cancels the handler's context with cause, if it started.
+func (l *lease) interrupt(cause error) {
+	l.mu.Lock()
+	cancel := l.cancel
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
 // lose marks the lease lost and cancels the handler with a *LeaseLostError.
 // It reports whether this call was the one that lost it.
 func (l *lease) lose(reason string) bool {
 	if !l.lost.CompareAndSwap(false, true) {
 		return false
 	}
-	l.mu.Lock()
-	cancel := l.cancel
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
-	}
+	l.interrupt(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
 	return true
 }
 

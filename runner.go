@@ -57,10 +57,11 @@ func (c *clientCore) start(p *producer, rows []*leasetype.JobRow, sentAt time.Ti
 	}
 	p.add(len(rows))
 	c.stats.claimed.Add(int64(len(rows)))
-	work := func(l *lease) { c.runJob(p, l) }
+	work := c.runJob
 	for _, row := range rows {
 		entry := c.workers[row.Kind]
 		l := newLease(row, c.leaseTTL(row, entry), entry, sentAt)
+		l.core, l.producer = c, p
 		c.leases.add(l)
 		p.handlers.run(l, work)
 	}
@@ -201,34 +202,33 @@ func (c *clientCore) leaseTTL(row *leasetype.JobRow, entry *workerEntry) time.Du
 }
 
 // runJob runs one attempt and submits its outcome. The job's slot and
-// lease are released (end) once the outcome is written or refused, or at
+// lease are released (l.end) once the outcome is written or refused, or at
 // once when nothing is to be written; the goroutine is free when runJob
 // returns.
-func (c *clientCore) runJob(p *producer, l *lease) {
-	end := func() {
-		c.leases.remove(l)
-		p.jobDone()
-	}
-
+func (c *clientCore) runJob(l *lease) {
 	if c.stopping.Load() {
 		// Claimed but not started when the client began stopping: give the
 		// lease back without counting an attempt against the job.
-		c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased, Error: "released: client stopping before the job started"}, end)
+		c.writeOutcome(l, driver.JobFinish{State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased, Error: "released: client stopping before the job started"})
 		return
 	}
 
-	ctx, cancel := context.WithCancelCause(c.workCtx)
+	ctx, cancel := context.WithCancelCause(c.handlerBase)
 	defer cancel(nil)
 	if !l.setCancel(cancel) {
-		end()
+		l.end()
 		return
+	}
+	// interruptHandlers cancels the handlers whose leases hold a cancel
+	// function when it looks; one set after that sees the flag here.
+	if c.interrupted.Load() {
+		cancel(ErrClientStopping)
 	}
 	if l.entry != nil && l.entry.opts.Timeout > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, l.entry.opts.Timeout)
 		defer cancelTimeout()
 	}
-	ctx = context.WithValue(ctx, coreContextKey{}, c)
 
 	start := time.Now()
 	err := c.callHandler(ctx, l)
@@ -241,20 +241,20 @@ func (c *clientCore) runJob(p *producer, l *lease) {
 		// into cancelled anyway). A Permanent error is still a discard.
 		var perm *permanentError
 		if !errors.As(err, &perm) {
-			c.writeOutcome(l, &driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: "cancelled by request: " + err.Error()}, end)
+			c.writeOutcome(l, driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: "cancelled by request: " + err.Error()})
 			return
 		}
 	}
 	if l.lost.Load() && err != nil {
 		// The handler most likely failed because its lease was lost: that is
 		// an expiry, which the watcher records, not a handler error.
-		end()
+		l.end()
 		return
 	}
 	// A completion is offered to the database even when the lease is known
 	// lost: the fenced write is the authority and refuses it unless this
 	// lease is still current.
-	c.writeOutcome(l, c.outcome(l, err), end)
+	c.writeOutcome(l, c.outcome(l, err))
 }
 
 // callHandler runs the worker, turning a panic into an error with its stack.
@@ -267,6 +267,9 @@ func (c *clientCore) callHandler(ctx context.Context, l *lease) (err error) {
 			err = &panicError{value: r, stack: string(debug.Stack())}
 		}
 	}()
+	if len(c.middleware.work) == 0 {
+		return l.entry.work(ctx, l.row)
+	}
 	return c.middleware.wrapWork(ctx, l.row, func(ctx context.Context) error { return l.entry.work(ctx, l.row) })
 }
 
@@ -279,10 +282,10 @@ type panicError struct {
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n\n%s", e.value, e.stack) }
 
 // outcome turns a handler's result into the lease's final write.
-func (c *clientCore) outcome(l *lease, err error) *driver.JobFinish {
+func (c *clientCore) outcome(l *lease, err error) driver.JobFinish {
 	row := l.row
 	if err == nil {
-		return &driver.JobFinish{State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
+		return driver.JobFinish{State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
 	}
 	var (
 		snooze *snoozeError
@@ -294,17 +297,17 @@ func (c *clientCore) outcome(l *lease, err error) *driver.JobFinish {
 	switch {
 	case errors.As(err, &snooze):
 		at := time.Now().Add(snooze.d)
-		return &driver.JobFinish{State: leasetype.JobStateScheduled, Outcome: leasetype.OutcomeSnoozed, ScheduledAt: &at}
+		return driver.JobFinish{State: leasetype.JobStateScheduled, Outcome: leasetype.OutcomeSnoozed, ScheduledAt: &at}
 	case errors.As(err, &cancel):
-		return &driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: err.Error()}
+		return driver.JobFinish{State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled, Error: err.Error()}
 	case errors.As(err, &perm), errors.As(err, &dec):
-		return &driver.JobFinish{State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: err.Error(), CountError: true}
+		return driver.JobFinish{State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: err.Error(), CountError: true}
 	}
 	outcome := leasetype.OutcomeFailed
 	if errors.As(err, &pan) {
 		outcome = leasetype.OutcomePanicked
 	}
-	item := &driver.JobFinish{Outcome: outcome, Error: err.Error(), CountError: true}
+	item := driver.JobFinish{Outcome: outcome, Error: err.Error(), CountError: true}
 	errorsNow := row.Errors + 1
 	if errorsNow >= row.MaxAttempts {
 		item.State = leasetype.JobStateDiscarded
@@ -320,24 +323,37 @@ func (c *clientCore) outcome(l *lease, err error) *driver.JobFinish {
 }
 
 // writeOutcome submits the end of the lease to the completer; once it is
-// written (and counted) or refused, end is called.
-func (c *clientCore) writeOutcome(l *lease, item *driver.JobFinish, end func()) {
-	item.ID, item.Token = l.row.ID, l.token
-	c.completer.finish(l, item, func(err error) {
-		defer end()
-		if err != nil {
-			if IsLeaseLost(err) {
-				c.stats.fencedWrites.Add(1)
-				if l.lose("outcome refused") {
-					c.stats.leasesLost.Add(1)
-				}
-				c.logger.Warn("leasehold: job outcome not written, lease lost", "job_id", l.row.ID, "token", l.token, "error", err)
+// written (and counted) or refused, the lease ends (outcomeWritten).
+func (c *clientCore) writeOutcome(l *lease, item driver.JobFinish) {
+	l.outcome = item
+	l.outcome.ID, l.outcome.Token = l.row.ID, l.token
+	l.request = finishRequest{item: &l.outcome, lease: l, done: l}
+	c.completer.finish(&l.request)
+}
+
+// outcomeWritten counts the outcome written, or logs it refused, and ends
+// the lease. It runs on a completer goroutine.
+func (l *lease) outcomeWritten(err error) {
+	c, item := l.core, &l.outcome
+	defer l.end()
+	if err != nil {
+		if IsLeaseLost(err) {
+			c.stats.fencedWrites.Add(1)
+			if l.lose("outcome refused") {
+				c.stats.leasesLost.Add(1)
 			}
-			return
+			c.logger.Warn("leasehold: job outcome not written, lease lost", "job_id", l.row.ID, "token", l.token, "error", err)
 		}
-		c.stats.countOutcome(item)
-		if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
-			c.wakeQueue(l.row.Queue)
-		}
-	})
+		return
+	}
+	c.stats.countOutcome(item)
+	if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
+		c.wakeQueue(l.row.Queue)
+	}
+}
+
+// end releases the lease and frees its job's slot.
+func (l *lease) end() {
+	l.core.leases.remove(l)
+	l.producer.jobDone()
 }

@@ -93,7 +93,7 @@ func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 	serviceCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go c.completer.run(serviceCtx)
-	c.workCtx = serviceCtx
+	c.handlerBase = serviceCtx
 	c.stopping.Store(true)
 	p := newProducer(defaultQueue, 1, nil)
 	if err := c.claimAndStart(ctx, p, 1); err != nil {
@@ -114,5 +114,39 @@ func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 	}
 	if s := c.Stats(); s.Released != 1 || s.Failed != 0 {
 		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// A handler that starts after StopAndCancel looked at the running leases
+// (its cancel function was not set yet) still gets a cancelled context.
+func TestInterruptReachesHandlerStartingLate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newTestSQLite(t)
+	var cause error
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[noopArgs](func(ctx context.Context, _ *Job[noopArgs]) error {
+		cause = context.Cause(ctx)
+		return nil
+	}))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Insert(ctx, noopArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	serviceCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go c.completer.run(serviceCtx)
+	c.handlerBase = serviceCtx
+	c.interruptHandlers() // finds no lease yet
+	p := newProducer(defaultQueue, 1, nil)
+	if err := c.claimAndStart(ctx, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.leases.wg.Wait()
+	if !errors.Is(cause, ErrClientStopping) {
+		t.Fatalf("handler context cause = %v, want ErrClientStopping", cause)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // newTestSQLite returns a driver on a fresh, migrated SQLite file in the
 // test's temporary directory, closed when the test ends.
-func newTestSQLite(t *testing.T) *sqlite.Driver {
+func newTestSQLite(t testing.TB) *sqlite.Driver {
 	t.Helper()
 	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "leasehold.db"))
 	if err != nil {
