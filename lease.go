@@ -115,8 +115,8 @@ type leaseSet struct {
 	// accord; zero while it is looking (and before its first look). A new
 	// lease kicks it only when its renewal falls due before then: with the
 	// default TTL a new lease is due in ten seconds and the heartbeater
-	// looks every second at most, so a busy queue's claims do not each
-	// make it walk every lease.
+	// looks at least once a second anyway, so a busy queue's claims do not
+	// each make it walk every lease.
 	tickAt time.Time
 	added  chan struct{} // kicks the heartbeater
 	wg     sync.WaitGroup
