@@ -29,6 +29,7 @@ type clientCore struct {
 	cfg        *Config
 	exec       driver.Executor
 	notifier   driver.Notifier // nil when the driver cannot push wake-ups
+	ownNotices *ownNotices     // with notifier: the notifications of this client's inserts
 	logger     *slog.Logger
 	owner      string
 	workers    map[string]*workerEntry
@@ -83,6 +84,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 	}
 	if n, ok := any(d).(driver.Notifier); ok {
 		core.notifier = n
+		core.ownNotices = newOwnNotices(func(queue string) bool { return core.producers[queue] != nil })
 	}
 	if cfg.Workers != nil {
 		for kind, e := range cfg.Workers.byKind {
@@ -203,9 +205,11 @@ func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.notifier.ListenInserts(ctx, func() {
+			c.ownNotices.setListening(true)
 			markReady()
 			wait = 100 * time.Millisecond
-		}, c.wakeQueue)
+		}, c.notified)
+		c.ownNotices.setListening(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -216,6 +220,14 @@ func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
 		}
 		sleepCtx(ctx, wait)
 		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// notified wakes the producer of the notice's queue, unless the notice is of
+// this client's own insert, which woke it already.
+func (c *clientCore) notified(n driver.InsertNotice) {
+	if !c.ownNotices.own(n) {
+		c.wakeQueue(n.Queue)
 	}
 }
 

@@ -56,9 +56,16 @@ func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args J
 func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) ([]*InsertResult, error) {
 	var rows []*driver.JobInsertResult
 	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
-		rows, err = exec.JobInsertMany(ctx, ps)
+		rows, err = exec.JobInsertMany(c.tracking(ctx, wake), ps)
 		if err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
+		}
+		// Wake before the middleware returns, whatever it returns: the
+		// listener skips this insert's notification (ownNotices).
+		for _, r := range rows {
+			if wake && !r.UniqueSkipped && r.Job.State == leasetype.JobStateAvailable {
+				c.wakeQueue(r.Job.Queue)
+			}
 		}
 		return nil
 	})
@@ -68,11 +75,19 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 	out := make([]*InsertResult, len(rows))
 	for i, r := range rows {
 		out[i] = &InsertResult{Job: r.Job, UniqueSkipped: r.UniqueSkipped}
-		if wake && !r.UniqueSkipped && r.Job.State == leasetype.JobStateAvailable {
-			c.wakeQueue(r.Job.Queue)
-		}
 	}
 	return out, nil
+}
+
+// tracking returns ctx for an insert: when the client wakes its own
+// producers after it (wake) and hears notifications, ctx carries the
+// tracker through which the driver names the insert's notifications, so
+// that the listener does not wake the producers a second time.
+func (c *clientCore) tracking(ctx context.Context, wake bool) context.Context {
+	if !wake || c.ownNotices == nil || len(c.producers) == 0 {
+		return ctx
+	}
+	return driver.WithSenderTracker(ctx, c.ownNotices)
 }
 
 func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) (int, error) {
@@ -83,7 +98,7 @@ func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, param
 				return fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
 			}
 		}
-		if n, err = exec.JobInsertFast(ctx, ps); err != nil {
+		if n, err = exec.JobInsertFast(c.tracking(ctx, wake), ps); err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
 		if wake {

@@ -39,17 +39,6 @@ type Driver[TTx any] interface {
 	Migrations() []Migration
 }
 
-// Notifier is implemented by drivers whose database can push a wake-up when
-// jobs become available (LISTEN/NOTIFY on Postgres). It is a hint: the client
-// polls as well.
-type Notifier interface {
-	// ListenInserts calls fn with the queue name whenever jobs are inserted as
-	// available into that queue, until ctx ends or the connection fails. It
-	// returns nil when ctx ends and an error otherwise; the caller retries.
-	// It must call ready once it is listening.
-	ListenInserts(ctx context.Context, ready func(), fn func(queue string)) error
-}
-
 // Migration is one numbered schema change, as plain SQL.
 type Migration struct {
 	// Version is the migration's number, starting at 1.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
@@ -28,39 +29,17 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 		return results, nil
 	}
 	if _, inTx := e.db.(pgx.Tx); len(params) == 1 && !inTx {
-		return e.insertAlone(ctx, params[0])
+		var results []*driver.JobInsertResult
+		err := e.withSender(ctx, func(e *executor, s *sender) (err error) {
+			results, err = e.insertAlone(ctx, params[0], s)
+			return err
+		})
+		return results, err
 	}
-	err := e.inTx(ctx, func(tx *executor) error {
-		pending := make([]int, len(params))
-		for i := range pending {
-			pending[i] = i
-		}
-		var queues []string
-		for round := 0; len(pending) > 0; round++ {
-			if round == maxInsertRounds {
-				return fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
-			}
-			inserted, err := tx.insertRound(ctx, sqlJobInsertMany, params, pending)
-			if err != nil {
-				return err
-			}
-			var skipped []int
-			for _, i := range pending {
-				job, ok := inserted[i]
-				if !ok {
-					skipped = append(skipped, i)
-					continue
-				}
-				results[i] = &driver.JobInsertResult{Job: job}
-				if job.State == leasetype.JobStateAvailable && !slices.Contains(queues, job.Queue) {
-					queues = append(queues, job.Queue)
-				}
-			}
-			if pending, err = tx.resolveSkipped(ctx, params, skipped, results); err != nil {
-				return err
-			}
-		}
-		return tx.notify(ctx, queues)
+	err := e.withSender(ctx, func(e *executor, s *sender) error {
+		return e.inTx(ctx, func(tx *executor) error {
+			return tx.insertManyTx(ctx, params, results, s)
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -68,19 +47,61 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 	return results, nil
 }
 
+// insertManyTx is JobInsertMany inside a transaction: rounds of inserts
+// until every job is inserted or resolved to the holder of its unique key,
+// then one notification per queue that got an available job.
+func (tx *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender) error {
+	pending := make([]int, len(params))
+	for i := range pending {
+		pending[i] = i
+	}
+	var queues []string
+	for round := 0; len(pending) > 0; round++ {
+		if round == maxInsertRounds {
+			return fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
+		}
+		inserted, err := tx.insertRound(ctx, sqlJobInsertMany, params, pending)
+		if err != nil {
+			return err
+		}
+		var skipped []int
+		for _, i := range pending {
+			job, ok := inserted[i]
+			if !ok {
+				skipped = append(skipped, i)
+				continue
+			}
+			results[i] = &driver.JobInsertResult{Job: job}
+			if job.State == leasetype.JobStateAvailable && !slices.Contains(queues, job.Queue) {
+				queues = append(queues, job.Queue)
+			}
+		}
+		if pending, err = tx.resolveSkipped(ctx, params, skipped, results); err != nil {
+			return err
+		}
+	}
+	s.sending(queues...)
+	return tx.notify(ctx, queues)
+}
+
 // insertAlone inserts one job outside a transaction. Each statement stands
 // alone: the insert (with its notification, sqlJobInsertNotify) is one
 // round trip, and when the job's unique key is held, the holder is read
 // instead; a holder that finished in between lets the insert try again.
-func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
+func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s *sender) ([]*driver.JobInsertResult, error) {
 	params := []*driver.JobInsertParams{p}
 	results := make([]*driver.JobInsertResult, 1)
 	for range maxInsertRounds {
+		s.sending(p.Queue)
 		inserted, err := e.insertRound(ctx, sqlJobInsertNotify, params, []int{0})
+		job, ok := inserted[0]
+		if err != nil || !ok || job.State != leasetype.JobStateAvailable {
+			s.unsent()
+		}
 		if err != nil {
 			return nil, err
 		}
-		if job, ok := inserted[0]; ok {
+		if ok {
 			results[0] = &driver.JobInsertResult{Job: job}
 			return results, nil
 		}
@@ -196,44 +217,54 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 		return 0, nil
 	}
 	var n int64
-	err := e.inTx(ctx, func(tx *executor) error {
-		// COPY cannot fall back to a column default row by row, so the
-		// default schedule (now) and the state it implies are decided here,
-		// on the database clock read in the same transaction.
-		var now time.Time
-		if err := tx.db.QueryRow(ctx, sqlNow).Scan(&now); err != nil {
-			return fmt.Errorf("read database clock: %w", translate(err))
-		}
-		var queues []string
-		rows := make([][]any, len(params))
-		for i, p := range params {
-			state, at := leasetype.JobStateAvailable, now
-			if p.ScheduledAt != nil {
-				at = *p.ScheduledAt
-				if at.After(now) {
-					state = leasetype.JobStateScheduled
-				}
-			}
-			if state == leasetype.JobStateAvailable && !slices.Contains(queues, p.Queue) {
-				queues = append(queues, p.Queue)
-			}
-			rows[i] = []any{
-				p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
-				p.EncodedArgs, metadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
-				leaseTTLParam(p.LeaseTTL), at, uniqueFinishedMask(p.UniqueFinished),
-			}
-		}
-		var err error
-		n, err = tx.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
-		if err != nil {
-			return fmt.Errorf("copy jobs: %w", translate(err))
-		}
-		return tx.notify(ctx, queues)
+	err := e.withSender(ctx, func(e *executor, s *sender) error {
+		return e.inTx(ctx, func(tx *executor) error {
+			var err error
+			n, err = tx.insertFastTx(ctx, params, s)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, err
 	}
 	return int(n), nil
+}
+
+// insertFastTx is JobInsertFast inside a transaction: one COPY, then one
+// notification per queue that got an available job.
+func (tx *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertParams, s *sender) (int64, error) {
+	// COPY cannot fall back to a column default row by row, so the
+	// default schedule (now) and the state it implies are decided here,
+	// on the database clock read in the same transaction.
+	var now time.Time
+	if err := tx.db.QueryRow(ctx, sqlNow).Scan(&now); err != nil {
+		return 0, fmt.Errorf("read database clock: %w", translate(err))
+	}
+	var queues []string
+	rows := make([][]any, len(params))
+	for i, p := range params {
+		state, at := leasetype.JobStateAvailable, now
+		if p.ScheduledAt != nil {
+			at = *p.ScheduledAt
+			if at.After(now) {
+				state = leasetype.JobStateScheduled
+			}
+		}
+		if state == leasetype.JobStateAvailable && !slices.Contains(queues, p.Queue) {
+			queues = append(queues, p.Queue)
+		}
+		rows[i] = []any{
+			p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
+			p.EncodedArgs, metadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
+			leaseTTLParam(p.LeaseTTL), at, uniqueFinishedMask(p.UniqueFinished),
+		}
+	}
+	n, err := tx.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return 0, fmt.Errorf("copy jobs: %w", translate(err))
+	}
+	s.sending(queues...)
+	return n, tx.notify(ctx, queues)
 }
 
 // notify wakes the listeners of queues when the transaction commits.
@@ -284,4 +315,60 @@ func uniqueFinishedMask(states []leasetype.JobState) int16 {
 		}
 	}
 	return mask
+}
+
+// sender is the session an auto-commit insert runs on, and the tracker it
+// reports its notices to (driver.SenderTracker). A nil *sender reports
+// nothing.
+type sender struct {
+	tracker driver.SenderTracker
+	pid     int64
+	queues  []string // said Sending and not yet withdrawn
+}
+
+// sending tells the tracker that this session will notify queues.
+func (s *sender) sending(queues ...string) {
+	if s == nil {
+		return
+	}
+	for _, q := range queues {
+		s.tracker.Sending(s.pid, q)
+		s.queues = append(s.queues, q)
+	}
+}
+
+// unsent withdraws every Sending not yet withdrawn.
+func (s *sender) unsent() {
+	if s == nil {
+		return
+	}
+	for _, q := range s.queues {
+		s.tracker.Unsent(s.pid, q)
+	}
+	s.queues = s.queues[:0]
+}
+
+// withSender runs fn on a connection held for it alone when ctx carries a
+// driver.SenderTracker and e runs on the pool: the connection's backend
+// process ID is the sender of the notices of what fn inserts, and the
+// connection goes back to the pool only after fn's notices that may not have
+// gone out are withdrawn (every Sending when fn fails). Otherwise fn runs on
+// e with a nil sender.
+func (e *executor) withSender(ctx context.Context, fn func(*executor, *sender) error) error {
+	pool, ok := e.db.(*pgxpool.Pool)
+	tracker := driver.SenderTrackerFrom(ctx)
+	if !ok || tracker == nil {
+		return fn(e, nil)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("insert jobs: acquire connection: %w", translate(err))
+	}
+	defer conn.Release()
+	s := &sender{tracker: tracker, pid: int64(conn.Conn().PgConn().PID())}
+	err = fn(&executor{db: conn}, s)
+	if err != nil {
+		s.unsent()
+	}
+	return err
 }

@@ -6,19 +6,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/driver"
 )
 
 // closeTimeout bounds the closing of a listening connection once the
 // caller's context has ended.
 const closeTimeout = 5 * time.Second
 
-// ListenInserts calls fn with the queue name of every insert notification
-// until ctx ends (it then returns nil) or the connection fails (it returns
+// ListenInserts calls fn with every insert notification (its queue, and as
+// its sender the process ID of the backend that sent it) until ctx ends (it then returns nil) or the connection fails (it returns
 // the error). It listens on a connection of its own, opened with the pool's
 // connection settings but outside the pool, so a listening client never
 // takes a connection the pool's users are counting on. It calls ready once
 // the connection is listening.
-func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(queue string)) error {
+func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(driver.InsertNotice)) error {
 	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -48,7 +50,7 @@ func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(queue 
 			return fmt.Errorf("wait for insert notification: %w", err)
 		}
 		if n.Channel == insertChannel {
-			fn(n.Payload)
+			fn(driver.InsertNotice{Queue: n.Payload, Sender: int64(n.PID)})
 		}
 	}
 }

@@ -409,7 +409,7 @@ func TestListenInserts(t *testing.T) {
 	got := make(chan string, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- d.ListenInserts(ctx, func() { close(ready) }, func(q string) { got <- q })
+		done <- d.ListenInserts(ctx, func() { close(ready) }, func(n driver.InsertNotice) { got <- n.Queue })
 	}()
 	select {
 	case <-ready:

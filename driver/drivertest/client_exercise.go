@@ -27,6 +27,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"BadInput", testClientBadInput[TTx]},
 		{"UniqueInsert", testClientUniqueInsert[TTx]},
 		{"Wakeups", testClientWakeups[TTx]},
+		{"OwnInsertClaimsOnce", testClientOwnInsertClaimsOnce[TTx]},
 		{"QueuePause", testClientQueuePause[TTx]},
 		{"GlobalLimit", testClientGlobalLimit[TTx]},
 		{"KindLimit", testClientKindLimit[TTx]},

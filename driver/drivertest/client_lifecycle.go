@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -231,6 +232,31 @@ func testClientWakeups[TTx any](t *testing.T, b Backend[TTx]) {
 	other := env.client(nil, leasehold.Config{})
 	remote := insert(t, other, blockArgs{Name: "remote"}, nil)
 	env.waitState(remote.ID, leasetype.JobStateCompleted, 5*time.Second)
+}
+
+// testClientOwnInsertClaimsOnce: a job inserted through the client that
+// works its queue costs one claim. The client wakes its producer itself
+// after the insert; on a backend that pushes notifications, the
+// notification of the same insert must not start a second claim, which
+// would find nothing.
+func testClientOwnInsertClaimsOnce[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	w := newBlockWorker(t, false)
+	w.releaseAll()
+	counted, claims := countClaims(env.d)
+	worker := env.client(counted, leasehold.Config{PollInterval: time.Minute, Workers: workersFor(w, nil)})
+	time.Sleep(200 * time.Millisecond) // the first poll
+	before := claims.Load()
+	const jobs = 30
+	for i := range jobs {
+		job := insert(t, worker, blockArgs{Name: fmt.Sprintf("own-%d", i)}, nil)
+		env.waitState(job.ID, leasetype.JobStateCompleted, 5*time.Second)
+	}
+	time.Sleep(300 * time.Millisecond) // for late notifications to claim
+	if claims := claims.Load() - before; claims > jobs+jobs/10 {
+		t.Fatalf("%d claims for %d jobs inserted one at a time through the working client, want at most %d",
+			claims, jobs, jobs+jobs/10)
+	}
 }
 
 // testClientQueuePause: a queue paused through one client is claimed from by

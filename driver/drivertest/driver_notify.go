@@ -2,6 +2,9 @@ package drivertest
 
 import (
 	"context"
+	"crypto/rand"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,20 +18,20 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 
 	// listen starts ListenInserts and waits until it is ready. The returned
 	// stop ends it and checks that it returned nil.
-	listen := func(t *testing.T, d driver.Driver[TTx]) (<-chan string, func()) {
+	listen := func(t *testing.T, d driver.Driver[TTx]) (<-chan driver.InsertNotice, func()) {
 		t.Helper()
 		n, ok := any(d).(driver.Notifier)
 		if !ok {
 			t.Skipf("driver %s does not implement driver.Notifier", d.Name())
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		queues := make(chan string, 100)
+		queues := make(chan driver.InsertNotice, 100)
 		ready := make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			done <- n.ListenInserts(ctx, func() { close(ready) }, func(q string) {
+			done <- n.ListenInserts(ctx, func() { close(ready) }, func(n driver.InsertNotice) {
 				select {
-				case queues <- q:
+				case queues <- n:
 				default:
 				}
 			})
@@ -55,14 +58,14 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		return queues, stop
 	}
-	expect := func(t *testing.T, queues <-chan string, want string) {
+	expect := func(t *testing.T, queues <-chan driver.InsertNotice, want string) driver.InsertNotice {
 		t.Helper()
 		timeout := time.After(waitLimit)
 		for {
 			select {
-			case q := <-queues:
-				if q == want {
-					return
+			case n := <-queues:
+				if n.Queue == want {
+					return n
 				}
 			case <-timeout:
 				t.Fatalf("no notification for queue %q within %s", want, waitLimit)
@@ -91,4 +94,161 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		expect(t, queues, "tx-queue")
 	})
+
+	// A notice names the session that sent it, as the driver told the
+	// client's SenderTracker before the commit; what did not go out is
+	// withdrawn. Queues are distinct per subtest, as the listener hears the
+	// whole database.
+	t.Run("NoticeNamesTheTrackedSender", func(t *testing.T) {
+		t.Parallel()
+		qOne := "tracked-one-" + rand.Text()
+		d := b.New(t)
+		queues, stop := listen(t, d)
+		defer stop()
+		tr := newRecordingTracker()
+		ctx := driver.WithSenderTracker(t.Context(), tr)
+		if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{jobParams("k", qOne)}); err != nil {
+			t.Fatal(err)
+		}
+		n := expect(t, queues, qOne)
+		if n.Sender == 0 {
+			t.Fatalf("notice %+v names no sender", n)
+		}
+		tr.wantBalance(t, map[trackedNotice]int{{n.Sender, qOne}: 1})
+	})
+
+	t.Run("TrackerTakesBackWhatWasNotSent", func(t *testing.T) {
+		t.Parallel()
+		qLater := "tracked-later-" + rand.Text()
+		qKeyed := "tracked-keyed-" + rand.Text()
+		d := b.New(t)
+		exec := d.GetExecutor()
+		later := jobParams("k", qLater)
+		later.ScheduledAt = ptr(time.Now().Add(time.Hour))
+		keyed := jobParams("k", qKeyed)
+		keyed.UniqueKey = qKeyed
+		mustInsertOne(t, exec, keyed)
+
+		tr := newRecordingTracker()
+		ctx := driver.WithSenderTracker(t.Context(), tr)
+		for _, p := range []*driver.JobInsertParams{later, keyed} {
+			res, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == keyed && !res[0].UniqueSkipped {
+				t.Fatal("second insert of a unique key was not skipped")
+			}
+		}
+		if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{later}); err != nil {
+			t.Fatal(err)
+		}
+		tr.wantBalance(t, map[trackedNotice]int{})
+	})
+
+	t.Run("TrackerNamesEveryQueueOfABatch", func(t *testing.T) {
+		t.Parallel()
+		qA := "tracked-a-" + rand.Text()
+		qB := "tracked-b-" + rand.Text()
+		qFast := "tracked-fast-" + rand.Text()
+		d := b.New(t)
+		queues, stop := listen(t, d)
+		defer stop()
+		exec := d.GetExecutor()
+		tr := newRecordingTracker()
+		ctx := driver.WithSenderTracker(t.Context(), tr)
+		if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{
+			jobParams("k", qA), jobParams("k", qB), jobParams("k", qA),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		na := expect(t, queues, qA)
+		nb := expect(t, queues, qB)
+		if na.Sender == 0 || na.Sender != nb.Sender {
+			t.Fatalf("notices %+v and %+v of one transaction name different senders", na, nb)
+		}
+		if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{jobParams("k", qFast)}); err != nil {
+			t.Fatal(err)
+		}
+		f := expect(t, queues, qFast)
+		tr.wantBalance(t, map[trackedNotice]int{
+			{na.Sender, qA}: 1, {na.Sender, qB}: 1, {f.Sender, qFast}: 1,
+		})
+	})
+
+	t.Run("TrackerIgnoredInCallersTx", func(t *testing.T) {
+		t.Parallel()
+		qTx := "tracked-tx-" + rand.Text()
+		d := b.New(t)
+		queues, stop := listen(t, d)
+		defer stop()
+		tx, txExec := userTx(t, b, d)
+		tr := newRecordingTracker()
+		ctx := driver.WithSenderTracker(t.Context(), tr)
+		if _, err := txExec.JobInsertMany(ctx, []*driver.JobInsertParams{jobParams("k", qTx)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.CommitTx(t.Context(), tx); err != nil {
+			t.Fatalf("CommitTx: %v", err)
+		}
+		expect(t, queues, qTx)
+		if calls := tr.callCount(); calls != 0 {
+			t.Fatalf("tracker got %d calls for an insert in the caller's transaction, want 0", calls)
+		}
+	})
+}
+
+// trackedNotice is a (sender, queue) a recordingTracker was told of.
+type trackedNotice struct {
+	sender int64
+	queue  string
+}
+
+// recordingTracker is a driver.SenderTracker that counts Sending minus
+// Unsent per (sender, queue).
+type recordingTracker struct {
+	mu      sync.Mutex
+	balance map[trackedNotice]int
+	calls   int
+}
+
+func newRecordingTracker() *recordingTracker {
+	return &recordingTracker{balance: map[trackedNotice]int{}}
+}
+
+func (r *recordingTracker) Sending(sender int64, queue string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	r.balance[trackedNotice{sender, queue}]++
+}
+
+func (r *recordingTracker) Unsent(sender int64, queue string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	r.balance[trackedNotice{sender, queue}]--
+}
+
+func (r *recordingTracker) callCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// wantBalance checks that the notices said sent and not withdrawn are
+// exactly want.
+func (r *recordingTracker) wantBalance(t *testing.T, want map[trackedNotice]int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := map[trackedNotice]int{}
+	for k, v := range r.balance {
+		if v != 0 {
+			got[k] = v
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("tracker: sent and not withdrawn %v, want %v", got, want)
+	}
 }

@@ -34,7 +34,7 @@ type notifyingFaultDriver[TTx any] struct {
 }
 
 // ListenInserts implements driver.Notifier while the worker is alive.
-func (d *notifyingFaultDriver[TTx]) ListenInserts(ctx context.Context, ready func(), fn func(queue string)) error {
+func (d *notifyingFaultDriver[TTx]) ListenInserts(ctx context.Context, ready func(), fn func(driver.InsertNotice)) error {
 	if d.dead.Load() {
 		return errCrashed
 	}

@@ -1,0 +1,60 @@
+package driver
+
+import "context"
+
+// Notifier is implemented by drivers whose database can push a wake-up when
+// jobs become available (LISTEN/NOTIFY on Postgres). It is a hint: the client
+// polls as well.
+type Notifier interface {
+	// ListenInserts calls fn with a notice whenever jobs are inserted as
+	// available into a queue, until ctx ends or the connection fails. It
+	// returns nil when ctx ends and an error otherwise; the caller retries.
+	// It must call ready once it is listening: a notice of every insert that
+	// commits after ready is delivered while the connection holds.
+	ListenInserts(ctx context.Context, ready func(), fn func(InsertNotice)) error
+}
+
+// InsertNotice is one insert notification.
+type InsertNotice struct {
+	// Queue is the queue that got available jobs.
+	Queue string
+	// Sender identifies the database session whose commit sent the notice
+	// (the backend process ID on Postgres), 0 when the driver cannot tell.
+	// It is the identity a SenderTracker was given for the same insert.
+	Sender int64
+}
+
+// SenderTracker lets a client recognise the notices of its own inserts. A
+// client that wakes its own workers after an insert needs no notice of it;
+// without one it would claim twice for every job it inserts.
+//
+// A Notifier's executor that finds a SenderTracker on the context of
+// JobInsertMany or JobInsertFast, when it runs on the driver's pool rather
+// than in a caller's transaction, tells it which session will send each
+// queue's notice, before that notice can be delivered, and takes that
+// session back only after reporting the notices that did not go out.
+// Executors of other drivers, and executors inside a caller's transaction,
+// ignore it.
+type SenderTracker interface {
+	// Sending says that sender will notify queue when the insert commits.
+	// It is called before the commit.
+	Sending(sender int64, queue string)
+	// Unsent withdraws a Sending whose notice did not or may not have gone
+	// out: the insert failed, its commit failed or was not confirmed, or it
+	// inserted no available job into the queue. It is called before the
+	// session runs anything else.
+	Unsent(sender int64, queue string)
+}
+
+type senderTrackerKey struct{}
+
+// WithSenderTracker returns ctx carrying t for the inserts made with it.
+func WithSenderTracker(ctx context.Context, t SenderTracker) context.Context {
+	return context.WithValue(ctx, senderTrackerKey{}, t)
+}
+
+// SenderTrackerFrom returns the SenderTracker ctx carries, or nil.
+func SenderTrackerFrom(ctx context.Context) SenderTracker {
+	t, _ := ctx.Value(senderTrackerKey{}).(SenderTracker)
+	return t
+}
