@@ -47,6 +47,87 @@ func TestClaimPlan(t *testing.T) {
 	}
 }
 
+// TestOutcomePlansBoundTheRunningScan guards the plans of the outcome and
+// heartbeat statements:
+// as custom and as generic plans, every scan of the job table has an index
+// condition on id. The running index is scanned in id order, and its head
+// holds the entries of jobs that left running state (until vacuum removes
+// them); a scan of the whole index, which the planner picks to build the
+// hash of running rows, walks that head on every batch, and the walk grows
+// as a backlog drains. The ids' range bounds the scan to the batch.
+//
+// The statistics are taken before any job runs, as when a backlog was
+// inserted and analyzed and then drains: the planner then expects one
+// running row, and without the bound it scans the whole running index.
+func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	params := make([]*driver.JobInsertParams, 5000)
+	for i := range params {
+		params[i] = testJob("q0")
+	}
+	exec := d.GetExecutor()
+	if _, err := exec.JobInsertFast(ctx, params); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	if _, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q0", Max: 2000, Owner: "w", DefaultLeaseTTL: time.Hour}); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	for name, sql := range map[string]string{"complete": sqlJobComplete, "finish": sqlJobFinish, "heartbeat": sqlJobHeartbeat} {
+		if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+sql); err != nil {
+			t.Fatalf("prepare %s: %v", name, err)
+		}
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set plan_cache_mode: %v", err)
+		}
+		for name, args := range map[string]string{
+			"complete":  `'{1,2,3}', '{1,1,1}'`,
+			"heartbeat": `'{1,2,3}', '{1,1,1}', '{30000,30000,30000}'`,
+			"finish":    `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}'`,
+		} {
+			plan := explain(t, conn, "EXPLAIN EXECUTE "+name+"("+args+")")
+			if scan := unboundedJobScan(plan); scan != "" {
+				t.Errorf("%s, %s: %q has no index condition on id:\n%s", mode, name, scan, plan)
+			}
+		}
+	}
+}
+
+// unboundedJobScan returns the first scan of leasehold_job in plan without
+// an index condition on id, or "".
+func unboundedJobScan(plan string) string {
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "Scan") || !strings.Contains(l, " on leasehold_job ") {
+			continue
+		}
+		bounded := false
+		for _, detail := range lines[i+1:] {
+			if strings.Contains(detail, "->") {
+				break
+			}
+			if strings.Contains(detail, "Index Cond: ((id ") || strings.Contains(detail, "Index Cond: (id ") {
+				bounded = true
+			}
+		}
+		if !bounded {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
 // TestFlowIndexesUsable checks that the flow-control statements can use the
 // partial indexes of migrations 3 and 4: with sequential scans disabled,
 // each plan names the index whose predicate its WHERE clause must imply

@@ -46,6 +46,13 @@ RETURNING ` + jobColumns
 // and TTL in milliseconds. It writes only unindexed columns, so Postgres can
 // apply it as a HOT update. The clock is read once (a materialized CTE) so
 // that heartbeat_at and lease_until agree.
+//
+// The range of the ids (here and in the outcome statements) bounds any scan
+// of the running index to the batch's ids: the index's head holds the
+// entries of jobs that have left running state until vacuum removes them,
+// and a plan that scans the whole index (a hash of the running rows, which
+// the planner picks when its statistics show few running jobs) would walk
+// them on every statement (TestOutcomePlansBoundTheRunningScan).
 const sqlJobHeartbeat = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS hb_now)
 UPDATE leasehold_job SET
@@ -57,6 +64,8 @@ WHERE id = t.hb_id
 	AND lease_token = t.hb_token
 	AND state = 'running'
 	AND lease_until > clock.hb_now
+	AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
+		AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
 RETURNING id`
 
 // sqlJobFinish ends the leases given as parallel arrays and appends their
@@ -100,6 +109,8 @@ finished AS (
 		AND lease_token = input.fin_token
 		AND state = 'running'
 		AND lease_until > clock.fin_now
+		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
+			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
 	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
 		heartbeat_at, heartbeats, clock.fin_now,
 		-- state is the new value here: cancelled by the request above.
@@ -131,6 +142,8 @@ finished AS (
 		AND lease_token = t.fin_token
 		AND state = 'running'
 		AND lease_until > clock.fin_now
+		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
+			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
 	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
 		heartbeat_at, heartbeats, clock.fin_now
 ),
