@@ -13,8 +13,9 @@ import (
 
 // TestClaimPlan guards the claim's plan: with or without the kind filters,
 // as a custom plan and as the generic plan a prepared statement switches to,
-// the claim walks the claim index in claim order. The kind filters must not
-// turn it into a scan and a sort.
+// the claim walks the claim index in claim order, and updates the rows it
+// locked by their address. The kind filters must not turn it into a scan and
+// a sort.
 func TestClaimPlan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -42,6 +43,9 @@ func TestClaimPlan(t *testing.T) {
 				tc.kinds, tc.exclude))
 			if !strings.Contains(plan, "Index Scan using leasehold_job_claim_idx") || strings.Contains(plan, "Sort") {
 				t.Errorf("%s, %s: claim plan does not walk the claim index:\n%s", mode, tc.name, plan)
+			}
+			if !strings.Contains(plan, "Tid Scan on leasehold_job") {
+				t.Errorf("%s, %s: claim plan does not update the locked rows by address:\n%s", mode, tc.name, plan)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,6 +232,119 @@ func TestClaimExclusive(t *testing.T) {
 	if len(claimed) != total {
 		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), total)
 	}
+}
+
+// TestClaimByAddressUnderConcurrentUpdates claims while other transactions
+// keep rewriting claimable rows (a new row version each, the job still
+// claimable). The claim updates the rows it locked by their address, and a
+// row rewritten after the claim's snapshot is locked in a version the
+// update cannot see: such a row must be left claimable, never claimed twice
+// and never lost. Every job is claimed exactly once, with token 1.
+func TestClaimByAddressUnderConcurrentUpdates(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+
+	const total, claimers = 3000, 4
+	params := make([]*driver.JobInsertParams, total)
+	for i := range params {
+		params[i] = testJob("rewritten")
+	}
+	if n, err := exec.JobInsertFast(ctx, params); err != nil || n != total {
+		t.Fatalf("JobInsertFast = %d, %v; want %d", n, err, total)
+	}
+
+	stop := make(chan struct{})
+	var rewriters sync.WaitGroup
+	var rewrites atomic.Int64
+	for range 2 {
+		rewriters.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Rewrite the next claimable rows in claim order, where the
+				// claimers are about to look.
+				tag, err := d.Pool().Exec(ctx, `
+					UPDATE leasehold_job SET metadata = metadata
+					WHERE id IN (SELECT id FROM leasehold_job
+						WHERE state = 'available' AND queue = 'rewritten'
+						ORDER BY priority, scheduled_at, id LIMIT 20 FOR UPDATE SKIP LOCKED)`)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("rewrite: %v", err)
+					}
+					return
+				}
+				rewrites.Add(tag.RowsAffected())
+			}
+		})
+	}
+
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]string{}
+		wg      sync.WaitGroup
+	)
+	for w := range claimers {
+		owner := fmt.Sprintf("claimer-%d", w)
+		wg.Go(func() {
+			for empty := 0; empty < 3; {
+				jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "rewritten", Max: 50, Owner: owner, DefaultLeaseTTL: time.Minute})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(jobs) == 0 {
+					empty++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					if prev, ok := claimed[j.ID]; ok {
+						t.Errorf("job %d claimed by %s and %s", j.ID, prev, owner)
+					}
+					claimed[j.ID] = owner
+					if j.LeaseToken != 1 || j.State != leasetype.JobStateRunning {
+						t.Errorf("job %d: token %d, state %s; want 1, running", j.ID, j.LeaseToken, j.State)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	rewriters.Wait()
+
+	// What the claimers left behind while rows were being rewritten is
+	// still claimable.
+	for {
+		jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "rewritten", Max: 500, Owner: "last", DefaultLeaseTTL: time.Minute})
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		if len(jobs) == 0 {
+			break
+		}
+		for _, j := range jobs {
+			if prev, ok := claimed[j.ID]; ok {
+				t.Errorf("job %d claimed by %s and last", j.ID, prev)
+			}
+			claimed[j.ID] = "last"
+		}
+	}
+	if len(claimed) != total {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), total)
+	}
+	if rewrites.Load() == 0 {
+		t.Fatal("no row was rewritten while the claimers ran")
+	}
+	t.Logf("%d row versions rewritten during the claims", rewrites.Load())
 }
 
 func TestInsertFast(t *testing.T) {

@@ -3,6 +3,16 @@ package postgres
 // sqlJobClaim leases up to $2 jobs of queue $1. The picked CTE is
 // materialized so that LIMIT and SKIP LOCKED apply once, before the update;
 // concurrent claimers skip each other's rows instead of waiting on them.
+//
+// The update finds the locked rows by their tuple address (ctid, a TID scan
+// of one heap page per row) instead of by id, which would descend the
+// primary key for every row. The address cannot change between the lock and
+// the update: the row stays locked by this statement. A row that another
+// transaction updated and committed after this statement's snapshot was
+// taken is locked in its newer version, which the update does not see; it
+// is left unclaimed, as if another claimer had taken it, and stays
+// claimable. The row is never claimed twice: the update writes only rows
+// this statement locked.
 // The TTL is the job's own, else the per-kind TTL from the parallel arrays
 // $4/$5, else $6, all in milliseconds. Kinds in $7 get the stuck policy.
 // A paused queue (a leasehold_queue row with paused_at set) yields nothing.
@@ -12,7 +22,7 @@ package postgres
 // pays a constant test per row at most.
 const sqlJobClaim = `
 WITH picked AS MATERIALIZED (
-	SELECT id AS picked_id
+	SELECT ctid AS picked_ctid
 	FROM leasehold_job
 	WHERE state IN ('available', 'scheduled', 'retryable')
 		AND queue = $1
@@ -39,7 +49,7 @@ UPDATE leasehold_job SET
 	heartbeats = 0,
 	expiry_policy = CASE WHEN kind = ANY($7::text[]) THEN 'stuck' ELSE 'retry' END
 FROM picked
-WHERE id = picked.picked_id
+WHERE leasehold_job.ctid = picked.picked_ctid
 RETURNING ` + jobColumns
 
 // sqlJobHeartbeat renews the leases given as parallel arrays of id, token
