@@ -216,7 +216,7 @@ func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
 		c.logger.Warn("leasehold: insert notifications lost; polling until reconnected", "error", err)
 		// Jobs inserted while not listening are found by the next claim.
 		for _, p := range c.producers {
-			p.wakeup()
+			p.wakeupFromHead()
 		}
 		sleepCtx(ctx, wait)
 		wait = min(wait*2, 5*time.Second)
@@ -234,7 +234,7 @@ func (c *clientCore) notified(n driver.InsertNotice) {
 // wakeQueue asks the queue's producer, if this client works the queue, to claim soon.
 func (c *clientCore) wakeQueue(queue string) {
 	if p := c.producers[queue]; p != nil {
-		p.wakeup()
+		p.wakeupFromHead()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // producer claims jobs of one queue, as many as it has free workers, and
@@ -23,17 +24,73 @@ type producer struct {
 	running int
 	backlog bool          // the last claim was full or capped: more jobs are probably waiting
 	retryIn time.Duration // a rate window opens again after this; zero when not rate-capped
+	// cursor is where the next claim may start (driver.JobClaimParams.After):
+	// past the last job of the full claims since the claims last started
+	// from the head. A claim that is not full, a wake-up from outside (an
+	// insert, a notification, the watcher) and every poll send the next
+	// claim back to the head, where a job may have become claimable: one
+	// inserted by a transaction that began before the cursor's job was
+	// scheduled, one with a higher priority, one a failed claim let go.
+	cursor    driver.ClaimPosition
+	hasCursor bool
+	fromHead  bool // the next claim starts at the head
 }
 
 func newProducer(queue string, maxWorkers int, flow *flowLimits) *producer {
 	return &producer{queue: queue, maxWorkers: maxWorkers, flow: flow, wake: make(chan struct{}, 1), handlers: newHandlerPool()}
 }
 
-// wakeup asks for a claim soon. It never blocks.
+// wakeup asks for a claim soon, which may start at the cursor: more of the
+// backlog it is working through. It never blocks.
 func (p *producer) wakeup() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
+	}
+}
+
+// wakeupFromHead asks for a claim soon that starts at the head of the claim
+// order: jobs may have become claimable anywhere. It never blocks.
+func (p *producer) wakeupFromHead() {
+	p.rewind()
+	p.wakeup()
+}
+
+// rewind sends the next claim back to the head of the claim order.
+func (p *producer) rewind() {
+	p.mu.Lock()
+	p.fromHead = true
+	p.mu.Unlock()
+}
+
+// claimFrom returns where the next claim starts: nil for the head.
+func (p *producer) claimFrom() *driver.ClaimPosition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fromHead {
+		p.fromHead, p.hasCursor = false, false
+	}
+	if !p.hasCursor {
+		return nil
+	}
+	at := p.cursor
+	return &at
+}
+
+// advance moves the cursor past the jobs of a full claim, or sends the next
+// claim back to the head after one that was not full. Claims that overlap
+// may return in either order: the cursor only moves forward.
+func (p *producer) advance(rows []*leasetype.JobRow, full bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !full || len(rows) == 0 {
+		p.hasCursor = false
+		return
+	}
+	for _, r := range rows {
+		if at := driver.PositionOf(r); !p.hasCursor || at.Compare(p.cursor) > 0 {
+			p.cursor, p.hasCursor = at, true
+		}
 	}
 }
 
@@ -117,6 +174,7 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			return
 		case <-p.wake:
 		case <-poll.C:
+			p.rewind()
 		case d := <-done:
 			inFlight--
 			reserved -= d.reserved
@@ -128,7 +186,7 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 				// Back off, but keep trying: the database may come back.
 				sleepCtx(ctx, errWait)
 				errWait = min(errWait*2, c.cfg.PollInterval)
-				p.wakeup()
+				p.wakeupFromHead()
 				continue
 			}
 			errWait = 50 * time.Millisecond

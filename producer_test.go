@@ -155,3 +155,43 @@ func TestClaimsIdleAfterWork(t *testing.T) {
 		t.Fatalf("%d claims in 500 ms with nothing inserted, nothing running and a 1-minute poll; want none", after-before)
 	}
 }
+
+// TestProducerCursor: full claims move the cursor forward, in whatever
+// order overlapping claims return; a claim that is not full, a wake-up from
+// outside and a poll (rewind) send the next claim back to the head.
+func TestProducerCursor(t *testing.T) {
+	p := newProducer("q", 10, nil)
+	at := func(priority int, id int64) *leasetype.JobRow {
+		return &leasetype.JobRow{ID: id, Priority: priority, ScheduledAt: time.Unix(1000, 0)}
+	}
+	want := func(step string, wantID int64) {
+		t.Helper()
+		got := p.claimFrom()
+		switch {
+		case wantID == 0 && got != nil:
+			t.Fatalf("%s: claim starts after job %d, want the head", step, got.ID)
+		case wantID != 0 && (got == nil || got.ID != wantID):
+			t.Fatalf("%s: claim starts after %+v, want after job %d", step, got, wantID)
+		}
+	}
+	want("new producer", 0)
+	p.advance([]*leasetype.JobRow{at(1, 3), at(1, 5), at(1, 4)}, true)
+	want("after a full claim", 5)
+	p.advance([]*leasetype.JobRow{at(1, 2)}, true) // an overlapping claim returning late
+	want("after an earlier full claim", 5)
+	p.advance([]*leasetype.JobRow{at(2, 1)}, true) // a lower priority comes later in claim order
+	want("after a claim of the next priority", 1)
+	p.advance([]*leasetype.JobRow{at(2, 9)}, false)
+	want("after a claim that was not full", 0)
+
+	p.advance([]*leasetype.JobRow{at(1, 7)}, true)
+	p.wakeupFromHead()
+	want("after a wake-up from outside", 0)
+	p.advance([]*leasetype.JobRow{at(1, 8)}, true)
+	want("after the next full claim", 8)
+	p.rewind()
+	p.advance([]*leasetype.JobRow{at(1, 9)}, true) // a claim in flight at the rewind
+	want("after a poll", 0)
+	p.advance(nil, false)
+	want("after a failed claim", 0)
+}

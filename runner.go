@@ -37,13 +37,17 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 		c.start(p, res.rows, sentAt)
 		return nil
 	}
-	rows, err := c.exec.JobClaim(ctx, c.claimParams(p.queue, limit))
+	params := c.claimParams(p.queue, limit)
+	params.After = p.claimFrom()
+	rows, err := c.exec.JobClaim(ctx, params)
 	if err != nil {
+		p.advance(nil, false)
 		return err
 	}
 	// The backlog flag is set before the jobs start, so that the first of
 	// them to end already wakes the loop when the claim was full.
 	p.claimed(len(rows) == limit, 0)
+	p.advance(rows, len(rows) == limit)
 	c.start(p, rows, sentAt)
 	return nil
 }

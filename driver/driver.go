@@ -10,6 +10,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -257,6 +258,38 @@ type JobClaimParams struct {
 	Kinds []string
 	// ExcludeKinds are never claimed.
 	ExcludeKinds []string
+	// After, when not nil, is where the claim may start: the position in
+	// claim order of the last job of the caller's previous claim, which took
+	// every claimable job it could before that point. A driver whose claim
+	// scan pays for the jobs already claimed (Postgres walks their dead
+	// index entries until vacuum removes them) starts after it; a job
+	// before it is then not claimed by this call. Drivers may ignore it.
+	After *ClaimPosition
+}
+
+// ClaimPosition is a job's place in claim order: by priority, scheduled
+// time, then ID.
+type ClaimPosition struct {
+	Priority    int
+	ScheduledAt time.Time
+	ID          int64
+}
+
+// PositionOf returns job's place in claim order.
+func PositionOf(job *leasetype.JobRow) ClaimPosition {
+	return ClaimPosition{Priority: job.Priority, ScheduledAt: job.ScheduledAt, ID: job.ID}
+}
+
+// Compare orders positions as claims do: -1 when p comes first, 1 when q
+// does, 0 when equal.
+func (p ClaimPosition) Compare(q ClaimPosition) int {
+	if p.Priority != q.Priority {
+		return cmp.Compare(p.Priority, q.Priority)
+	}
+	if c := p.ScheduledAt.Compare(q.ScheduledAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.ID, q.ID)
 }
 
 // JobHeartbeatParams renews leases.

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -22,11 +21,16 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 		kinds = append(kinds, kind)
 		ttls = append(ttls, ttl.Milliseconds())
 	}
+	// The head of the claim order: before every priority, time and ID.
+	afterPriority, afterTime, afterID := int16(0), pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, int64(0)
+	if a := params.After; a != nil {
+		afterPriority, afterTime, afterID = int16(a.Priority), pgtype.Timestamptz{Time: a.ScheduledAt, Valid: true}, a.ID
+	}
 	// pgx sends a nil slice as NULL, and the claim's filters are written
 	// for arrays: NULL would match nothing.
 	rows, err := e.db.Query(ctx, sqlJobClaim, params.Queue, params.Max, params.Owner,
 		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), nonNil(params.StuckKinds),
-		nonNil(params.Kinds), nonNil(params.ExcludeKinds))
+		nonNil(params.Kinds), nonNil(params.ExcludeKinds), afterPriority, afterTime, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", translate(err))
 	}
@@ -36,13 +40,7 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 	// UPDATE ... RETURNING has no order of its own.
 	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
-		if a.Priority != b.Priority {
-			return a.Priority - b.Priority
-		}
-		if c := a.ScheduledAt.Compare(b.ScheduledAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
+		return driver.PositionOf(a).Compare(driver.PositionOf(b))
 	})
 	return jobs, nil
 }

@@ -39,10 +39,13 @@ func TestClaimPlan(t *testing.T) {
 			{"exclude kinds", "{}", "{k3}"},
 		} {
 			plan := explain(t, conn, fmt.Sprintf(
-				`EXPLAIN EXECUTE claim('q0', 10, 'owner', '{}', '{}', 60000, '{}', '%s', '%s')`,
+				`EXPLAIN EXECUTE claim('q0', 10, 'owner', '{}', '{}', 60000, '{}', '%s', '%s', 0, '-infinity', 0)`,
 				tc.kinds, tc.exclude))
 			if !strings.Contains(plan, "Index Scan using leasehold_job_claim_idx") || strings.Contains(plan, "Sort") {
 				t.Errorf("%s, %s: claim plan does not walk the claim index:\n%s", mode, tc.name, plan)
+			}
+			if !hasLine(plan, "Index Cond:", "ROW(priority, scheduled_at, id) > ROW(") {
+				t.Errorf("%s, %s: claim plan does not start the index scan at the position:\n%s", mode, tc.name, plan)
 			}
 			if !strings.Contains(plan, "Tid Scan on leasehold_job") {
 				t.Errorf("%s, %s: claim plan does not update the locked rows by address:\n%s", mode, tc.name, plan)
@@ -106,6 +109,20 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hasLine reports whether a line of plan contains every one of parts.
+func hasLine(plan string, parts ...string) bool {
+	for _, l := range strings.Split(plan, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // unboundedJobScan returns the first scan of leasehold_job in plan without

@@ -347,6 +347,63 @@ func TestClaimByAddressUnderConcurrentUpdates(t *testing.T) {
 	t.Logf("%d row versions rewritten during the claims", rewrites.Load())
 }
 
+// TestClaimAfterPosition: a claim given a position takes only the jobs
+// after it in claim order (priority, scheduled time, ID), and one without
+// takes from the head.
+func TestClaimAfterPosition(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	var params []*driver.JobInsertParams
+	for i, spec := range []struct {
+		priority int
+		offset   time.Duration
+	}{{2, 0}, {1, time.Minute}, {1, 0}, {2, time.Minute}, {1, 0}, {3, 0}} {
+		p := testJob("positions")
+		p.Priority = spec.priority
+		p.ScheduledAt = ptrTo(base.Add(spec.offset))
+		p.EncodedArgs = []byte(fmt.Sprintf(`{"n":%d}`, i))
+		params = append(params, p)
+	}
+	res, err := exec.JobInsertMany(ctx, params)
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	order := make([]*leasetype.JobRow, len(res))
+	for i, r := range res {
+		order[i] = r.Job
+	}
+	slices.SortFunc(order, func(a, b *leasetype.JobRow) int { return driver.PositionOf(a).Compare(driver.PositionOf(b)) })
+
+	after := driver.PositionOf(order[2])
+	got, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "positions", Max: 10, Owner: "w", DefaultLeaseTTL: time.Minute, After: &after})
+	if err != nil {
+		t.Fatalf("claim after: %v", err)
+	}
+	if ids, want := jobIDs(got), jobIDs(order[3:]); !slices.Equal(ids, want) {
+		t.Fatalf("claim after the third job took %v, want %v in claim order", ids, want)
+	}
+	got, err = exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "positions", Max: 10, Owner: "w", DefaultLeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatalf("claim from the head: %v", err)
+	}
+	if ids, want := jobIDs(got), jobIDs(order[:3]); !slices.Equal(ids, want) {
+		t.Fatalf("claim from the head took %v, want %v", ids, want)
+	}
+}
+
+func jobIDs(jobs []*leasetype.JobRow) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
 func TestInsertFast(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

@@ -20,6 +20,12 @@ package postgres
 // kinds. Both are filters on rows the claim index already yields, and both
 // are always true for empty arrays, so the plain claim keeps its plan and
 // pays a constant test per row at most.
+//
+// The scan starts after the position ($10, $11, $12) in claim order: the
+// last job of the producer's previous full claim, or (0, -infinity, 0) for
+// the head. The index's head holds the entries of the jobs already claimed
+// until vacuum removes them, and a drain that always starts there walks
+// more of them with every claim.
 const sqlJobClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid
@@ -30,6 +36,7 @@ WITH picked AS MATERIALIZED (
 		AND (cardinality($8::text[]) = 0 OR kind = ANY($8::text[]))
 		AND kind <> ALL($9::text[])
 		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
+		AND (priority, scheduled_at, id) > ($10::smallint, $11::timestamptz, $12::bigint)
 	ORDER BY priority, scheduled_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED

@@ -28,6 +28,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"UniqueInsert", testClientUniqueInsert[TTx]},
 		{"Wakeups", testClientWakeups[TTx]},
 		{"OwnInsertClaimsOnce", testClientOwnInsertClaimsOnce[TTx]},
+		{"HeadJobDuringBacklog", testClientHeadJobDuringBacklog[TTx]},
 		{"QueuePause", testClientQueuePause[TTx]},
 		{"GlobalLimit", testClientGlobalLimit[TTx]},
 		{"KindLimit", testClientKindLimit[TTx]},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -256,6 +257,71 @@ func testClientOwnInsertClaimsOnce[TTx any](t *testing.T, b Backend[TTx]) {
 	if claims := claims.Load() - before; claims > jobs+jobs/10 {
 		t.Fatalf("%d claims for %d jobs inserted one at a time through the working client, want at most %d",
 			claims, jobs, jobs+jobs/10)
+	}
+}
+
+// orderArgs is a job that records when it started among the others.
+type orderArgs struct {
+	N int `json:"n"`
+}
+
+func (orderArgs) Kind() string { return "drivertest_order" }
+
+// testClientHeadJobDuringBacklog: while a client works through a backlog, a
+// job inserted with a claim position before the backlog's (a scheduled
+// time in the past) runs at its next claim, not after the backlog. A
+// claim that continues a backlog may start where the previous one ended
+// (driver.JobClaimParams.After); an insert's wake-up, here through the
+// working client and through another one, sends the next claim back to the
+// head. Polling is slowed to a minute, so only the wake-ups can do it.
+func testClientHeadJobDuringBacklog[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	const backlog = 300
+	other := env.client(nil, leasehold.Config{})
+	batch := make([]leasehold.InsertManyParams, backlog)
+	for i := range batch {
+		batch[i] = leasehold.InsertManyParams{Args: orderArgs{N: i}}
+	}
+	if _, err := other.InsertManyFast(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu     sync.Mutex
+		starts []int
+	)
+	started := func(n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Index(starts, n)
+	}
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[orderArgs](func(ctx context.Context, j *leasehold.Job[orderArgs]) error {
+		mu.Lock()
+		starts = append(starts, j.Args.N)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}))
+	worker := env.client(nil, leasehold.Config{PollInterval: time.Minute, Workers: w,
+		Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 5}}})
+	waitFor(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(starts) >= 50 },
+		func() string { return "the backlog did not start" })
+
+	past := time.Now().Add(-time.Hour)
+	if _, err := worker.Insert(ctx, orderArgs{N: -1}, &leasehold.InsertOpts{ScheduledAt: past}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Insert(ctx, orderArgs{N: -2}, &leasehold.InsertOpts{ScheduledAt: past}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return started(-1) >= 0 && started(-2) >= 0 },
+		func() string { return "the jobs inserted during the backlog did not start" })
+	for _, n := range []int{-1, -2} {
+		if at := started(n); at > backlog-100 {
+			t.Errorf("job %d, inserted with %d of %d backlog jobs started, ran as start %d", n, 50, backlog, at)
+		}
 	}
 }
 
