@@ -105,6 +105,16 @@ state becomes running at the claim. Completed, discarded and cancelled are
 final until an operator retries the job (JobRetry). Stuck jobs wait for
 ResolveStuck or an operator.
 
+Jobs are claimed in order of priority, then ScheduledAt, then ID. A client
+working through a backlog continues each claim where its previous full claim
+ended; a claim after a wake-up (an insert, a notification, the stuck
+watcher), after a poll or after a claim that was not full starts again from
+the head. A job that becomes claimable behind a client's position, such as
+one inserted with a ScheduledAt in the past, is therefore claimed at the
+next wake-up (its own insert's) or poll. On Postgres, a client does not claim
+again for the notification of its own insert: it has woken its workers
+itself.
+
 # Unique jobs
 
 InsertOpts.UniqueKey is an idempotency key. While a job with the key is
