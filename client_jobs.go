@@ -248,6 +248,9 @@ func (c *clientCore) setState(ctx context.Context, exec driver.Executor, action 
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, p.ID)
 	}
+	if errors.Is(err, driver.ErrUniqueConflict) {
+		return nil, fmt.Errorf("%w: cannot %s job %d: another job holds its unique key", ErrUniqueConflict, action, p.ID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: %s job %d: %w", action, p.ID, err)
 	}

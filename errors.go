@@ -31,6 +31,10 @@ var (
 	// ErrJobState is wrapped when an operator action does not apply to the
 	// job's current state (retrying a running job, resolving a job that is not stuck).
 	ErrJobState = errors.New("leasehold: action not allowed in job's state")
+	// ErrUniqueConflict is wrapped when an operator action would give a job
+	// its unique key back while another job holds it (retrying a cancelled
+	// job whose key a newer job has taken). Nothing is changed.
+	ErrUniqueConflict = errors.New("leasehold: unique key held by another job")
 	// ErrUnknownKind is recorded on the attempt of a job whose kind has no
 	// worker on the client that claimed it. The job is retried with backoff
 	// so that a later deploy can work it.

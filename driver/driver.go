@@ -25,6 +25,11 @@ var ErrNotFound = errors.New("leasehold/driver: row not found")
 // ErrClosed is returned by an executor whose transaction has ended.
 var ErrClosed = errors.New("leasehold/driver: transaction closed")
 
+// ErrUniqueConflict is wrapped by JobSetState when the new state would make
+// the job hold its unique key while another job holds it (retrying a
+// cancelled job whose key a newer job has taken). Nothing is changed.
+var ErrUniqueConflict = errors.New("leasehold/driver: unique key held by another job")
+
 // Driver is a database backend. TTx is the backend's transaction type
 // (pgx.Tx, *sql.Tx) that users pass to the transactional client methods.
 type Driver[TTx any] interface {
@@ -116,7 +121,8 @@ type Executor interface {
 	// JobSetState moves a job that is not running from one of FromStates to
 	// State (an operator action: retry, cancel, discard, resolve). It returns
 	// the row after the call and whether it changed; ErrNotFound when the ID
-	// does not exist.
+	// does not exist; an error wrapping ErrUniqueConflict when the job would
+	// hold a unique key that another job holds.
 	JobSetState(ctx context.Context, params *JobSetStateParams) (*leasetype.JobRow, bool, error)
 	// JobCountByState counts jobs per queue and state.
 	JobCountByState(ctx context.Context) ([]*QueueStateCount, error)

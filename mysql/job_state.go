@@ -42,6 +42,9 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 				string(params.State), string(params.State),
 				params.ResetErrors, params.ResetErrors, nullString(params.Note),
 				string(params.State), params.ID)
+			if isDuplicate(err) {
+				return driver.ErrUniqueConflict
+			}
 			if err != nil {
 				return err
 			}

@@ -114,6 +114,9 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 	if err == nil {
 		return job, true, nil
 	}
+	if isUniqueViolation(err) {
+		return nil, false, fmt.Errorf("set state of job %d: %w", params.ID, driver.ErrUniqueConflict)
+	}
 	if err = translate(err); !errors.Is(err, driver.ErrNotFound) {
 		return nil, false, fmt.Errorf("set state of job %d: %w", params.ID, err)
 	}

@@ -96,6 +96,13 @@ func (e *executor) inTx(ctx context.Context, fn func(tx *executor) error) error 
 	return nil
 }
 
+// isUniqueViolation reports whether err is a unique index violation
+// (SQLSTATE 23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
 // translate maps pgx errors to the driver's sentinels at the backend
 // boundary; other errors pass through unchanged.
 func translate(err error) error {

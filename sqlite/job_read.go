@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	sqlitedrv "modernc.org/sqlite"
+
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
@@ -144,3 +146,13 @@ func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCou
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// sqliteConstraintUnique is SQLite's extended result code
+// SQLITE_CONSTRAINT_UNIQUE: a unique index was violated.
+const sqliteConstraintUnique = 2067
+
+// isUniqueViolation reports whether err is a unique index violation.
+func isUniqueViolation(err error) bool {
+	var se *sqlitedrv.Error
+	return errors.As(err, &se) && se.Code() == sqliteConstraintUnique
+}

@@ -43,6 +43,9 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 			changed = true
 			return nil
 		}
+		if isUniqueViolation(err) {
+			return driver.ErrUniqueConflict
+		}
 		if !isNoRows(err) {
 			return err
 		}

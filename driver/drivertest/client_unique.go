@@ -79,6 +79,26 @@ func testClientUniqueOpts[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatalf("insert after completion without ByState: %v, skipped=%v; want a new job", err, again != nil && again.UniqueSkipped)
 	}
 
+	// Retrying a cancelled job whose key a newer job has taken is refused
+	// with ErrUniqueConflict; the cancelled job stays cancelled.
+	key := &leasehold.InsertOpts{UniqueKey: "refund-9", ScheduledAt: later}
+	cancelled, err := c.Insert(ctx, testArgs{Name: "refund"}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JobCancel(ctx, cancelled.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if newer, err := c.Insert(ctx, testArgs{Name: "refund"}, key); err != nil || newer.UniqueSkipped {
+		t.Fatalf("insert with the released key: %v, skipped=%v; want a new job", err, newer != nil && newer.UniqueSkipped)
+	}
+	if _, err := c.JobRetry(ctx, cancelled.Job.ID); !errors.Is(err, leasehold.ErrUniqueConflict) {
+		t.Fatalf("JobRetry of the cancelled job = %v, want ErrUniqueConflict", err)
+	}
+	if row := env.job(cancelled.Job.ID); row.State != leasetype.JobStateCancelled {
+		t.Fatalf("cancelled job is %s after the refused retry", row.State)
+	}
+
 	// Unfinished states always hold the key: naming one is a mistake.
 	bad := &leasehold.InsertOpts{UniqueKey: "k", UniqueOpts: leasehold.UniqueOpts{ByState: []leasetype.JobState{leasetype.JobStateRunning}}}
 	if _, err := c.Insert(ctx, testArgs{Name: "bad"}, bad); !errors.Is(err, leasehold.ErrInvalidArgs) {

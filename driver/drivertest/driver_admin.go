@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,6 +37,31 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		job := mustInsertOne(t, exec, jobParams("k", "q"))
 		_, err := exec.JobGet(t.Context(), job.ID+1000)
 		assertNotFound(t, "JobGet of a missing ID", err)
+	})
+
+	// A cancelled job gave up its unique key, and a newer job took it:
+	// moving the cancelled one back to a state that holds keys must fail
+	// with ErrUniqueConflict and change nothing.
+	t.Run("SetStateUniqueConflict", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		first := jobParams("k", "q")
+		first.UniqueKey = "order-7"
+		old := mustInsertOne(t, exec, first)
+		setState(t, exec, &driver.JobSetStateParams{ID: old.ID, FromStates: []leasetype.JobState{leasetype.JobStateAvailable}, State: leasetype.JobStateCancelled})
+		second := jobParams("k", "q")
+		second.UniqueKey = "order-7"
+		res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{second})
+		if err != nil || res[0].UniqueSkipped {
+			t.Fatalf("insert with the released key: %+v, %v; want inserted", res, err)
+		}
+		_, _, err = exec.JobSetState(t.Context(), &driver.JobSetStateParams{ID: old.ID, FromStates: deadStates, State: leasetype.JobStateAvailable, ResetErrors: true})
+		if !errors.Is(err, driver.ErrUniqueConflict) {
+			t.Fatalf("retry of the cancelled job: %v, want ErrUniqueConflict", err)
+		}
+		if row := mustGet(t, exec, old.ID); row.State != leasetype.JobStateCancelled {
+			t.Fatalf("the cancelled job is %s after the refused retry, want cancelled", row.State)
+		}
 	})
 
 	t.Run("RetryDiscarded", func(t *testing.T) {
