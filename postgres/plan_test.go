@@ -70,14 +70,8 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
-	params := make([]*driver.JobInsertParams, 5000)
-	for i := range params {
-		params[i] = testJob("q0")
-	}
 	exec := d.GetExecutor()
-	if _, err := exec.JobInsertFast(ctx, params); err != nil {
-		t.Fatalf("insert: %v", err)
-	}
+	insertJobs(t, exec, "q0", 5000)
 	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
 		t.Fatalf("analyze: %v", err)
 	}

@@ -51,6 +51,18 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// insertJobs inserts n jobs into queue in one COPY.
+func insertJobs(t *testing.T, exec driver.Executor, queue string, n int) {
+	t.Helper()
+	params := make([]*driver.JobInsertParams, n)
+	for i := range params {
+		params[i] = testJob(queue)
+	}
+	if got, err := exec.JobInsertFast(t.Context(), params); err != nil || got != n {
+		t.Fatalf("JobInsertFast = %d, %v; want %d", got, err, n)
+	}
+}
+
 func testJob(queue string) *driver.JobInsertParams {
 	return &driver.JobInsertParams{
 		Kind: "test", Queue: queue, Priority: 1,
@@ -183,14 +195,7 @@ func TestClaimExclusive(t *testing.T) {
 	exec := d.GetExecutor()
 
 	const total, claimers = 2000, 8
-	params := make([]*driver.JobInsertParams, total)
-	for i := range params {
-		params[i] = testJob("race")
-	}
-	n, err := exec.JobInsertFast(ctx, params)
-	if err != nil || n != total {
-		t.Fatalf("JobInsertFast = %d, %v; want %d", n, err, total)
-	}
+	insertJobs(t, exec, "race", total)
 
 	var (
 		mu      sync.Mutex
@@ -247,13 +252,7 @@ func TestClaimByAddressUnderConcurrentUpdates(t *testing.T) {
 	exec := d.GetExecutor()
 
 	const total, claimers = 3000, 4
-	params := make([]*driver.JobInsertParams, total)
-	for i := range params {
-		params[i] = testJob("rewritten")
-	}
-	if n, err := exec.JobInsertFast(ctx, params); err != nil || n != total {
-		t.Fatalf("JobInsertFast = %d, %v; want %d", n, err, total)
-	}
+	insertJobs(t, exec, "rewritten", total)
 
 	stop := make(chan struct{})
 	var rewriters sync.WaitGroup
