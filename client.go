@@ -224,17 +224,33 @@ func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
 }
 
 // notified wakes the producer of the notice's queue, unless the notice is of
-// this client's own insert, which woke it already.
+// this client's own insert, which woke it already. A notice names only the
+// queue: the claim it asks for may continue from the producer's cursor,
+// which returns to the head within headClaimEvery.
 func (c *clientCore) notified(n driver.InsertNotice) {
-	if !c.ownNotices.own(n) {
-		c.wakeQueue(n.Queue)
+	if c.ownNotices.own(n) {
+		return
+	}
+	if p := c.producers[n.Queue]; p != nil {
+		p.wakeup()
 	}
 }
 
-// wakeQueue asks the queue's producer, if this client works the queue, to claim soon.
+// wakeQueue asks the queue's producer, if this client works the queue, to
+// claim soon, from the head of the claim order: jobs may have become
+// claimable anywhere in it.
 func (c *clientCore) wakeQueue(queue string) {
 	if p := c.producers[queue]; p != nil {
 		p.wakeupFromHead()
+	}
+}
+
+// wakeForInsert asks the queue's producer, if this client works the queue,
+// to claim soon the jobs an insert made available, the first of which in
+// claim order is at position at.
+func (c *clientCore) wakeForInsert(queue string, at driver.ClaimPosition) {
+	if p := c.producers[queue]; p != nil {
+		p.wakeupFor(at)
 	}
 }
 

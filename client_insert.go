@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
@@ -62,10 +63,14 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 		}
 		// Wake before the middleware returns, whatever it returns: the
 		// listener skips this insert's notification (ownNotices).
-		for _, r := range rows {
-			if wake && !r.UniqueSkipped && r.Job.State == leasetype.JobStateAvailable {
-				c.wakeQueue(r.Job.Queue)
+		if wake {
+			first := map[string]driver.ClaimPosition{}
+			for _, r := range rows {
+				if !r.UniqueSkipped && r.Job.State == leasetype.JobStateAvailable {
+					keepFirst(first, r.Job.Queue, driver.PositionOf(r.Job))
+				}
 			}
+			c.wakeForInserts(first)
 		}
 		return nil
 	})
@@ -77,6 +82,40 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 		out[i] = &InsertResult{Job: r.Job, UniqueSkipped: r.UniqueSkipped}
 	}
 	return out, nil
+}
+
+// wakeForInserts wakes the producer of each queue for the jobs an insert
+// made available there, the first of which in claim order is at the
+// queue's position.
+func (c *clientCore) wakeForInserts(first map[string]driver.ClaimPosition) {
+	for queue, at := range first {
+		c.wakeForInsert(queue, at)
+	}
+}
+
+// keepFirst records at as queue's position in first when it sorts before
+// the one recorded.
+func keepFirst(first map[string]driver.ClaimPosition, queue string, at driver.ClaimPosition) {
+	if cur, ok := first[queue]; !ok || at.Compare(cur) < 0 {
+		first[queue] = at
+	}
+}
+
+// afterEveryCursor is a schedule later than any producer's position.
+var afterEveryCursor = time.Unix(1<<40, 0)
+
+// insertPosition is where a job inserted without returning its row sorts in
+// claim order, as far as the client can tell: a job without a schedule gets
+// the database's current time, which no claim that ended before the insert
+// began has passed, so it sorts after every cursor of its priority (a claim
+// running meanwhile may pass it: producers return to the head within
+// headClaimEvery).
+func insertPosition(p *driver.JobInsertParams) driver.ClaimPosition {
+	at := driver.ClaimPosition{Priority: p.Priority, ScheduledAt: afterEveryCursor, ID: math.MaxInt64}
+	if p.ScheduledAt != nil {
+		at.ScheduledAt = *p.ScheduledAt
+	}
+	return at
 }
 
 // tracking returns ctx for an insert: when the client wakes its own
@@ -102,9 +141,11 @@ func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, param
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
 		if wake {
+			first := map[string]driver.ClaimPosition{}
 			for _, p := range ps {
-				c.wakeQueue(p.Queue)
+				keepFirst(first, p.Queue, insertPosition(p))
 			}
+			c.wakeForInserts(first)
 		}
 		return nil
 	})

@@ -107,13 +107,13 @@ ResolveStuck or an operator.
 
 Jobs are claimed in order of priority, then ScheduledAt, then ID. A client
 working through a backlog continues each claim where its previous full claim
-ended; a claim after a wake-up (an insert, a notification, the stuck
-watcher), after a poll or after a claim that was not full starts again from
-the head. A job that becomes claimable behind a client's position, such as
-one inserted with a ScheduledAt in the past, is therefore claimed at the
-next wake-up (its own insert's) or poll. On Postgres, a client does not claim
-again for the notification of its own insert: it has woken its workers
-itself.
+ended, and starts again from the head after a claim that was not full, on
+every poll, and at least every 100 ms. A job that becomes claimable behind a
+client's position, such as one inserted with a ScheduledAt in the past or a
+higher priority, is claimed by the inserting client's next claim (the insert
+sends it back to the head) and by the other clients within 100 ms while
+their backlog lasts. On Postgres, a client does not claim again for the
+notification of its own insert: it has woken its workers itself.
 
 # Unique jobs
 

@@ -26,15 +26,24 @@ type producer struct {
 	retryIn time.Duration // a rate window opens again after this; zero when not rate-capped
 	// cursor is where the next claim may start (driver.JobClaimParams.After):
 	// past the last job of the full claims since the claims last started
-	// from the head. A claim that is not full, a wake-up from outside (an
-	// insert, a notification, the watcher) and every poll send the next
-	// claim back to the head, where a job may have become claimable: one
-	// inserted by a transaction that began before the cursor's job was
-	// scheduled, one with a higher priority, one a failed claim let go.
+	// from the head. A job may become claimable behind it: one inserted
+	// with a past schedule or a higher priority, one a failed claim let go,
+	// one a claim in flight passed before its insert committed. So a claim
+	// starts from the head after a claim that was not full, after a wake-up
+	// that may concern such a job (an insert of this client that sorts
+	// before the cursor, the watcher, an operator's action, a failed claim,
+	// a reconnect), on every poll, and at least every headClaimEvery.
 	cursor    driver.ClaimPosition
 	hasCursor bool
-	fromHead  bool // the next claim starts at the head
+	fromHead  bool      // the next claim starts at the head
+	headAt    time.Time // when the last claim from the head started
 }
+
+// headClaimEvery is the longest a producer's claims continue from its
+// cursor: a job that sorts before the cursor and woke nothing of this
+// client (another client's insert, whose notification names only the
+// queue) waits at most this long while a backlog lasts.
+const headClaimEvery = 100 * time.Millisecond
 
 func newProducer(queue string, maxWorkers int, flow *flowLimits) *producer {
 	return &producer{queue: queue, maxWorkers: maxWorkers, flow: flow, wake: make(chan struct{}, 1), handlers: newHandlerPool()}
@@ -63,14 +72,24 @@ func (p *producer) rewind() {
 	p.mu.Unlock()
 }
 
-// claimFrom returns where the next claim starts: nil for the head.
-func (p *producer) claimFrom() *driver.ClaimPosition {
+// wakeupFor asks for a claim soon that finds a job at position at: from
+// the head when at sorts before the cursor, else from the cursor. It never
+// blocks.
+func (p *producer) wakeupFor(at driver.ClaimPosition) {
+	p.mu.Lock()
+	if p.hasCursor && at.Compare(p.cursor) <= 0 {
+		p.fromHead = true
+	}
+	p.mu.Unlock()
+	p.wakeup()
+}
+
+// claimFrom returns where a claim starting at now starts: nil for the head.
+func (p *producer) claimFrom(now time.Time) *driver.ClaimPosition {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fromHead {
-		p.fromHead, p.hasCursor = false, false
-	}
-	if !p.hasCursor {
+	if p.fromHead || !p.hasCursor || now.Sub(p.headAt) >= headClaimEvery {
+		p.fromHead, p.hasCursor, p.headAt = false, false, now
 		return nil
 	}
 	at := p.cursor

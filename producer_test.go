@@ -158,15 +158,19 @@ func TestClaimsIdleAfterWork(t *testing.T) {
 
 // TestProducerCursor: full claims move the cursor forward, in whatever
 // order overlapping claims return; a claim that is not full, a wake-up from
-// outside and a poll (rewind) send the next claim back to the head.
+// outside, a poll (rewind), an insert that sorts before the cursor and
+// headClaimEvery send the next claim back to the head.
 func TestProducerCursor(t *testing.T) {
 	p := newProducer("q", 10, nil)
+	start := time.Unix(5000, 0)
+	now := start
 	at := func(priority int, id int64) *leasetype.JobRow {
 		return &leasetype.JobRow{ID: id, Priority: priority, ScheduledAt: time.Unix(1000, 0)}
 	}
 	want := func(step string, wantID int64) {
 		t.Helper()
-		got := p.claimFrom()
+		now = now.Add(time.Millisecond)
+		got := p.claimFrom(now)
 		switch {
 		case wantID == 0 && got != nil:
 			t.Fatalf("%s: claim starts after job %d, want the head", step, got.ID)
@@ -194,4 +198,16 @@ func TestProducerCursor(t *testing.T) {
 	want("after a poll", 0)
 	p.advance(nil, false)
 	want("after a failed claim", 0)
+
+	p.advance([]*leasetype.JobRow{at(2, 10)}, true)
+	p.wakeupFor(driver.PositionOf(at(2, 11)))
+	want("after an insert behind the cursor", 10)
+	p.wakeupFor(driver.PositionOf(at(1, 12)))
+	want("after an insert of a higher priority", 0)
+
+	p.advance([]*leasetype.JobRow{at(2, 13)}, true)
+	now = now.Add(headClaimEvery - 2*time.Millisecond)
+	want("just before headClaimEvery", 13)
+	now = now.Add(time.Millisecond)
+	want("headClaimEvery after the last claim from the head", 0)
 }

@@ -269,15 +269,18 @@ func (orderArgs) Kind() string { return "drivertest_order" }
 
 // testClientHeadJobDuringBacklog: while a client works through a backlog, a
 // job inserted with a claim position before the backlog's (a scheduled
-// time in the past) runs at its next claim, not after the backlog. A
-// claim that continues a backlog may start where the previous one ended
-// (driver.JobClaimParams.After); an insert's wake-up, here through the
-// working client and through another one, sends the next claim back to the
-// head. Polling is slowed to a minute, so only the wake-ups can do it.
+// time in the past) runs soon, not after the backlog. A claim that
+// continues a backlog may start where the previous one ended
+// (driver.JobClaimParams.After). The working client's own insert sends its
+// next claim back to the head; another client's insert reaches it as a
+// notification that names only the queue, and its claims return to the
+// head within 100 ms. Polling is slowed to a minute, so only these can do
+// it. The backlog takes about a second (5 workers, 5 ms per job); both jobs
+// must run in its first half.
 func testClientHeadJobDuringBacklog[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	ctx := context.Background()
-	const backlog = 300
+	const backlog = 1000
 	other := env.client(nil, leasehold.Config{})
 	batch := make([]leasehold.InsertManyParams, backlog)
 	for i := range batch {
@@ -309,18 +312,26 @@ func testClientHeadJobDuringBacklog[TTx any](t *testing.T, b Backend[TTx]) {
 	waitFor(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(starts) >= 50 },
 		func() string { return "the backlog did not start" })
 
-	past := time.Now().Add(-time.Hour)
-	if _, err := worker.Insert(ctx, orderArgs{N: -1}, &leasehold.InsertOpts{ScheduledAt: past}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Insert(ctx, orderArgs{N: -2}, &leasehold.InsertOpts{ScheduledAt: past}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, func() bool { return started(-1) >= 0 && started(-2) >= 0 },
-		func() string { return "the jobs inserted during the backlog did not start" })
-	for _, n := range []int{-1, -2} {
-		if at := started(n); at > backlog-100 {
-			t.Errorf("job %d, inserted with %d of %d backlog jobs started, ran as start %d", n, 50, backlog, at)
+	// One at a time, so that the claim that takes the first cannot take the
+	// second: each is the only job before the cursor when it is inserted.
+	for i, ins := range []struct {
+		n      int
+		client *leasehold.Client[TTx]
+	}{{-1, other}, {-2, worker}} {
+		if started(backlog-1) >= 0 {
+			t.Fatalf("the backlog ended before job %d was inserted", ins.n)
+		}
+		mu.Lock()
+		before := len(starts)
+		mu.Unlock()
+		past := time.Now().Add(-time.Duration(i+1) * time.Hour)
+		if _, err := ins.client.Insert(ctx, orderArgs{N: ins.n}, &leasehold.InsertOpts{ScheduledAt: past}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, func() bool { return started(ins.n) >= 0 },
+			func() string { return fmt.Sprintf("job %d inserted during the backlog did not start", ins.n) })
+		if at := started(ins.n); at > before+backlog/4 {
+			t.Errorf("job %d, inserted after %d of %d backlog jobs had started, ran as start %d", ins.n, before, backlog, at)
 		}
 	}
 }
