@@ -224,15 +224,13 @@ func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
 }
 
 // notified wakes the producer of the notice's queue, unless the notice is of
-// this client's own insert, which woke it already. A notice names only the
-// queue: the claim it asks for may continue from the producer's cursor,
-// which returns to the head within headClaimEvery.
+// this client's own insert, which woke it already.
 func (c *clientCore) notified(n driver.InsertNotice) {
 	if c.ownNotices.own(n) {
 		return
 	}
 	if p := c.producers[n.Queue]; p != nil {
-		p.wakeup()
+		p.wakeupForNotice()
 	}
 }
 

@@ -108,8 +108,8 @@ var afterEveryCursor = time.Unix(1<<40, 0)
 // claim order, as far as the client can tell: a job without a schedule gets
 // the database's current time, which no claim that ended before the insert
 // began has passed, so it sorts after every cursor of its priority (a claim
-// running meanwhile may pass it: producers return to the head within
-// headClaimEvery).
+// running meanwhile may pass it: producers return to the head at least once
+// per poll interval).
 func insertPosition(p *driver.JobInsertParams) driver.ClaimPosition {
 	at := driver.ClaimPosition{Priority: p.Priority, ScheduledAt: afterEveryCursor, ID: math.MaxInt64}
 	if p.ScheduledAt != nil {

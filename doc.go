@@ -107,13 +107,15 @@ ResolveStuck or an operator.
 
 Jobs are claimed in order of priority, then ScheduledAt, then ID. A client
 working through a backlog continues each claim where its previous full claim
-ended, and starts again from the head after a claim that was not full, on
-every poll, and at least every 100 ms. A job that becomes claimable behind a
-client's position, such as one inserted with a ScheduledAt in the past or a
-higher priority, is claimed by the inserting client's next claim (the insert
-sends it back to the head) and by the other clients within 100 ms while
-their backlog lasts. On Postgres, a client does not claim again for the
-notification of its own insert: it has woken its workers itself.
+ended, and starts again from the head after a claim that was not full and at
+least once per PollInterval. A job that becomes claimable behind a client's
+position is claimed by the inserting client's next claim (the insert sends
+it back to the head), and by the other clients at their next claim when it
+has a higher priority than their position (on Postgres, where inserts
+notify) and otherwise, as for a job inserted by another client with a
+ScheduledAt in the past, within their PollInterval while their backlog
+lasts. On Postgres, a client does not claim again for the notification of
+its own insert: it has woken its workers itself.
 
 # Unique jobs
 

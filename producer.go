@@ -31,19 +31,14 @@ type producer struct {
 	// one a claim in flight passed before its insert committed. So a claim
 	// starts from the head after a claim that was not full, after a wake-up
 	// that may concern such a job (an insert of this client that sorts
-	// before the cursor, the watcher, an operator's action, a failed claim,
-	// a reconnect), on every poll, and at least every headClaimEvery.
+	// before the cursor, another client's insert while the cursor is past
+	// the first priority, the watcher, an operator's action, a failed
+	// claim, a reconnect), and at least once per poll interval.
 	cursor    driver.ClaimPosition
 	hasCursor bool
 	fromHead  bool      // the next claim starts at the head
 	headAt    time.Time // when the last claim from the head started
 }
-
-// headClaimEvery is the longest a producer's claims continue from its
-// cursor: a job that sorts before the cursor and woke nothing of this
-// client (another client's insert, whose notification names only the
-// queue) waits at most this long while a backlog lasts.
-const headClaimEvery = 100 * time.Millisecond
 
 func newProducer(queue string, maxWorkers int, flow *flowLimits) *producer {
 	return &producer{queue: queue, maxWorkers: maxWorkers, flow: flow, wake: make(chan struct{}, 1), handlers: newHandlerPool()}
@@ -84,11 +79,28 @@ func (p *producer) wakeupFor(at driver.ClaimPosition) {
 	p.wakeup()
 }
 
+// wakeupForNotice asks for a claim soon for another client's insert, of
+// which the notification names only the queue. The inserted jobs sort after
+// the cursor unless they have a higher priority than the cursor's job or a
+// schedule in the past: the claim starts from the head when the cursor is
+// past the first priority, and otherwise from the cursor (a job with a
+// past schedule waits for the next claim from the head, within a poll
+// interval).
+func (p *producer) wakeupForNotice() {
+	p.mu.Lock()
+	if p.hasCursor && p.cursor.Priority > 1 {
+		p.fromHead = true
+	}
+	p.mu.Unlock()
+	p.wakeup()
+}
+
 // claimFrom returns where a claim starting at now starts: nil for the head.
-func (p *producer) claimFrom(now time.Time) *driver.ClaimPosition {
+// A cursor set longer than headEvery ago sends the claim to the head.
+func (p *producer) claimFrom(now time.Time, headEvery time.Duration) *driver.ClaimPosition {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fromHead || !p.hasCursor || now.Sub(p.headAt) >= headClaimEvery {
+	if p.fromHead || !p.hasCursor || now.Sub(p.headAt) >= headEvery {
 		p.fromHead, p.hasCursor, p.headAt = false, false, now
 		return nil
 	}

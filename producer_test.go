@@ -158,10 +158,12 @@ func TestClaimsIdleAfterWork(t *testing.T) {
 
 // TestProducerCursor: full claims move the cursor forward, in whatever
 // order overlapping claims return; a claim that is not full, a wake-up from
-// outside, a poll (rewind), an insert that sorts before the cursor and
-// headClaimEvery send the next claim back to the head.
+// outside, a poll (rewind), an insert that sorts before the cursor, another
+// client's insert while the cursor is past the first priority, and a cursor
+// older than the poll interval send the next claim back to the head.
 func TestProducerCursor(t *testing.T) {
 	p := newProducer("q", 10, nil)
+	const poll = time.Second
 	start := time.Unix(5000, 0)
 	now := start
 	at := func(priority int, id int64) *leasetype.JobRow {
@@ -170,7 +172,7 @@ func TestProducerCursor(t *testing.T) {
 	want := func(step string, wantID int64) {
 		t.Helper()
 		now = now.Add(time.Millisecond)
-		got := p.claimFrom(now)
+		got := p.claimFrom(now, poll)
 		switch {
 		case wantID == 0 && got != nil:
 			t.Fatalf("%s: claim starts after job %d, want the head", step, got.ID)
@@ -205,9 +207,16 @@ func TestProducerCursor(t *testing.T) {
 	p.wakeupFor(driver.PositionOf(at(1, 12)))
 	want("after an insert of a higher priority", 0)
 
-	p.advance([]*leasetype.JobRow{at(2, 13)}, true)
-	now = now.Add(headClaimEvery - 2*time.Millisecond)
-	want("just before headClaimEvery", 13)
+	p.advance([]*leasetype.JobRow{at(1, 13)}, true)
+	p.wakeupForNotice()
+	want("after another client's insert, cursor in the first priority", 13)
+	p.advance([]*leasetype.JobRow{at(2, 14)}, true)
+	p.wakeupForNotice()
+	want("after another client's insert, cursor past the first priority", 0)
+
+	p.advance([]*leasetype.JobRow{at(1, 15)}, true)
+	now = now.Add(poll - 2*time.Millisecond)
+	want("just before a poll interval", 15)
 	now = now.Add(time.Millisecond)
-	want("headClaimEvery after the last claim from the head", 0)
+	want("a poll interval after the last claim from the head", 0)
 }

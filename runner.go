@@ -38,7 +38,7 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 		return nil
 	}
 	params := c.claimParams(p.queue, limit)
-	params.After = p.claimFrom(sentAt)
+	params.After = p.claimFrom(sentAt, c.cfg.PollInterval)
 	rows, err := c.exec.JobClaim(ctx, params)
 	if err != nil {
 		p.advance(nil, false)

@@ -271,16 +271,16 @@ func (orderArgs) Kind() string { return "drivertest_order" }
 // job inserted with a claim position before the backlog's (a scheduled
 // time in the past) runs soon, not after the backlog. A claim that
 // continues a backlog may start where the previous one ended
-// (driver.JobClaimParams.After). The working client's own insert sends its
-// next claim back to the head; another client's insert reaches it as a
-// notification that names only the queue, and its claims return to the
-// head within 100 ms. Polling is slowed to a minute, so only these can do
-// it. The backlog takes about a second (5 workers, 5 ms per job); both jobs
-// must run in its first half.
+// (driver.JobClaimParams.After). Another client's insert reaches the
+// worker as a notification that names only the queue, and its claims
+// return to the head at least once per poll interval (300 ms here); the
+// working client's own insert sends its next claim back to the head at
+// once. The backlog takes about two seconds (5 workers, 5 ms per job);
+// each job must run within the next quarter of it.
 func testClientHeadJobDuringBacklog[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	ctx := context.Background()
-	const backlog = 1000
+	const backlog = 2000
 	other := env.client(nil, leasehold.Config{})
 	batch := make([]leasehold.InsertManyParams, backlog)
 	for i := range batch {
@@ -307,7 +307,7 @@ func testClientHeadJobDuringBacklog[TTx any](t *testing.T, b Backend[TTx]) {
 		time.Sleep(5 * time.Millisecond)
 		return nil
 	}))
-	worker := env.client(nil, leasehold.Config{PollInterval: time.Minute, Workers: w,
+	worker := env.client(nil, leasehold.Config{PollInterval: 300 * time.Millisecond, Workers: w,
 		Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 5}}})
 	waitFor(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(starts) >= 50 },
 		func() string { return "the backlog did not start" })
