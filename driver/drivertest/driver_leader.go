@@ -55,7 +55,9 @@ func exerciseLeader[TTx any](t *testing.T, b Backend[TTx]) {
 		// The holder with another token (not its grant) does not renew either.
 		got := mustLeaderAttempt(t, exec, "maint", "a", 7, 2*longTTL)
 		assertLeader(t, "attempt by a with a token it was not granted", got, held)
-		if renewed := mustLeaderAttempt(t, exec, "maint", "a", 1, longTTL); renewed.Owner != "a" || renewed.Token != 1 || !renewed.LeaseUntil.After(held.LeaseUntil) {
+		// A longer TTL than the grant's, so that the renewal's LeaseUntil is
+		// later even within the clock's resolution (milliseconds on SQLite).
+		if renewed := mustLeaderAttempt(t, exec, "maint", "a", 1, 2*longTTL); renewed.Owner != "a" || renewed.Token != 1 || !renewed.LeaseUntil.After(held.LeaseUntil) {
 			t.Errorf("renewal by the holder: %+v, want a with token 1 and a later LeaseUntil than %s", *renewed, held.LeaseUntil)
 		}
 	})
