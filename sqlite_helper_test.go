@@ -1,11 +1,9 @@
 package leasehold
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
-	"github.com/leasehold/leasehold/migrate"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 	"github.com/leasehold/leasehold/sqlite"
 )
 
@@ -13,13 +11,6 @@ import (
 // test's temporary directory, closed when the test ends.
 func newTestSQLite(t testing.TB) *sqlite.Driver {
 	t.Helper()
-	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "leasehold.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d, _ := sqlitetest.Open(t)
 	return d
 }

@@ -6,14 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/dashboard"
-	"github.com/leasehold/leasehold/migrate"
-	"github.com/leasehold/leasehold/sqlite"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 )
 
 type fuzzArgs struct {
@@ -54,14 +52,7 @@ func FuzzDashboardRequests(f *testing.F) {
 		f.Add(s[0], s[1], s[2], s[3])
 	}
 	ctx := context.Background()
-	d, db, err := sqlite.Open(filepath.Join(f.TempDir(), "dash.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(ctx); err != nil {
-		f.Fatal(err)
-	}
+	d, _ := sqlitetest.Open(f)
 	c, err := leasehold.NewClient(d, &leasehold.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,7 +24,6 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 	"github.com/leasehold/leasehold/migrate"
 	"github.com/leasehold/leasehold/postgres"
-	"github.com/leasehold/leasehold/sqlite"
 )
 
 // The client satisfies Source for both backends' transaction types.
@@ -57,14 +56,7 @@ func onBoth(t *testing.T, fn func(t *testing.T, e *env)) {
 
 func newSQLite(t *testing.T) driver.Driver[*sql.Tx] {
 	t.Helper()
-	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "leasehold.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(context.Background()); err != nil {
-		t.Fatalf("migrate up: %v", err)
-	}
+	d, _ := sqlitetest.Open(t)
 	return d
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +18,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 	"github.com/leasehold/leasehold/leaseholdotel"
 	"github.com/leasehold/leasehold/leasetype"
-	"github.com/leasehold/leasehold/migrate"
-	"github.com/leasehold/leasehold/sqlite"
 )
 
 type otelArgs struct {
@@ -52,14 +50,7 @@ type harness struct {
 
 func newHarness(t *testing.T, opts leaseholdotel.Options) *harness {
 	t.Helper()
-	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "otel.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	d, _ := sqlitetest.Open(t)
 	h := &harness{
 		recorder:     tracetest.NewSpanRecorder(),
 		handlerSpans: map[int64]trace.SpanContext{},

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,8 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 	"github.com/leasehold/leasehold/leaseholdprom"
-	"github.com/leasehold/leasehold/migrate"
 	"github.com/leasehold/leasehold/sqlite"
 )
 
@@ -34,15 +33,7 @@ func (promArgs) Kind() string { return "prom" }
 // openDB opens a migrated SQLite database in a temporary directory.
 func openDB(t *testing.T) (*sqlite.Driver, *sql.DB) {
 	t.Helper()
-	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "prom.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := migrate.New(d).Up(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return d, db
+	return sqlitetest.Open(t)
 }
 
 // waitFor polls cond until it holds or the deadline passes.

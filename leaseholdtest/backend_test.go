@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,14 +48,7 @@ func sqliteBackend() backend[*sql.Tx] {
 	return backend[*sql.Tx]{
 		new: func(t *testing.T) driver.Driver[*sql.Tx] {
 			t.Helper()
-			d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "leasehold.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if _, err := migrate.New(d).Up(context.Background()); err != nil {
-				t.Fatalf("migrate up: %v", err)
-			}
+			d, _ := sqlitetest.Open(t)
 			return d
 		},
 		begin: func(ctx context.Context, d driver.Driver[*sql.Tx]) (*sql.Tx, error) {
