@@ -153,14 +153,21 @@ func (e *executor) queryIDs(ctx context.Context, what, query string, args ...any
 	return ids, nil
 }
 
-// scanIDs reads a single bigint column and closes rows.
+// scanIDs reads a single bigint column and closes rows. One variable takes
+// every row's value (pgx.RowTo would allocate one per row: a batch's
+// outcome statement returns up to CompleterMaxBatch IDs).
 func scanIDs(rows pgx.Rows) ([]int64, error) {
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, err
+	defer rows.Close()
+	ids := []int64{}
+	var id int64
+	for rows.Next() {
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
 	}
-	if ids == nil {
-		ids = []int64{}
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
