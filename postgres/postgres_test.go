@@ -198,8 +198,7 @@ func TestClaimExclusive(t *testing.T) {
 	insertJobs(t, exec, "race", total)
 
 	var (
-		mu      sync.Mutex
-		claimed = map[int64]string{}
+		claimed = newClaimLedger()
 		wg      sync.WaitGroup
 		errs    = make(chan error, claimers)
 	)
@@ -215,17 +214,7 @@ func TestClaimExclusive(t *testing.T) {
 				if len(jobs) == 0 {
 					return
 				}
-				mu.Lock()
-				for _, j := range jobs {
-					if prev, ok := claimed[j.ID]; ok {
-						t.Errorf("job %d claimed by %s and %s", j.ID, prev, owner)
-					}
-					claimed[j.ID] = owner
-					if j.LeaseToken != 1 || j.Attempt != 1 || j.LeaseOwner != owner {
-						t.Errorf("job %d: token %d, attempt %d, owner %q; want 1, 1, %q", j.ID, j.LeaseToken, j.Attempt, j.LeaseOwner, owner)
-					}
-				}
-				mu.Unlock()
+				claimed.record(t, owner, jobs)
 			}
 		})
 	}
@@ -234,9 +223,40 @@ func TestClaimExclusive(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("claim: %v", err)
 	}
-	if len(claimed) != total {
-		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), total)
+	if n := claimed.count(); n != total {
+		t.Fatalf("claimed %d distinct jobs, want %d", n, total)
 	}
+}
+
+// claimLedger records which owner claimed each job. It fails the test on a
+// job claimed twice and on a claim that is not the job's first lease.
+type claimLedger struct {
+	mu     sync.Mutex
+	owners map[int64]string
+}
+
+func newClaimLedger() *claimLedger { return &claimLedger{owners: map[int64]string{}} }
+
+func (l *claimLedger) record(t *testing.T, owner string, jobs []*leasetype.JobRow) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, j := range jobs {
+		if prev, ok := l.owners[j.ID]; ok {
+			t.Errorf("job %d claimed by %s and %s", j.ID, prev, owner)
+		}
+		l.owners[j.ID] = owner
+		if j.LeaseToken != 1 || j.Attempt != 1 || j.LeaseOwner != owner || j.State != leasetype.JobStateRunning {
+			t.Errorf("job %d: token %d, attempt %d, owner %q, state %s; want 1, 1, %q, running", j.ID, j.LeaseToken, j.Attempt, j.LeaseOwner, j.State, owner)
+		}
+	}
+}
+
+// count returns how many distinct jobs were claimed.
+func (l *claimLedger) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.owners)
 }
 
 // TestClaimByAddressUnderConcurrentUpdates claims while other transactions
@@ -284,8 +304,7 @@ func TestClaimByAddressUnderConcurrentUpdates(t *testing.T) {
 	}
 
 	var (
-		mu      sync.Mutex
-		claimed = map[int64]string{}
+		claimed = newClaimLedger()
 		wg      sync.WaitGroup
 	)
 	for w := range claimers {
@@ -302,17 +321,7 @@ func TestClaimByAddressUnderConcurrentUpdates(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				mu.Lock()
-				for _, j := range jobs {
-					if prev, ok := claimed[j.ID]; ok {
-						t.Errorf("job %d claimed by %s and %s", j.ID, prev, owner)
-					}
-					claimed[j.ID] = owner
-					if j.LeaseToken != 1 || j.State != leasetype.JobStateRunning {
-						t.Errorf("job %d: token %d, state %s; want 1, running", j.ID, j.LeaseToken, j.State)
-					}
-				}
-				mu.Unlock()
+				claimed.record(t, owner, jobs)
 			}
 		})
 	}
@@ -330,15 +339,10 @@ func TestClaimByAddressUnderConcurrentUpdates(t *testing.T) {
 		if len(jobs) == 0 {
 			break
 		}
-		for _, j := range jobs {
-			if prev, ok := claimed[j.ID]; ok {
-				t.Errorf("job %d claimed by %s and last", j.ID, prev)
-			}
-			claimed[j.ID] = "last"
-		}
+		claimed.record(t, "last", jobs)
 	}
-	if len(claimed) != total {
-		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), total)
+	if n := claimed.count(); n != total {
+		t.Fatalf("claimed %d distinct jobs, want %d", n, total)
 	}
 	if rewrites.Load() == 0 {
 		t.Fatal("no row was rewritten while the claimers ran")
