@@ -108,9 +108,10 @@ func (p *producer) claimFrom(now time.Time, headEvery time.Duration) *driver.Cla
 	return &at
 }
 
-// advance moves the cursor past the jobs of a full claim, or sends the next
-// claim back to the head after one that was not full. Claims that overlap
-// may return in either order: the cursor only moves forward.
+// advance moves the cursor past the jobs of a full claim, which come in
+// claim order (driver.Executor.JobClaim), or sends the next claim back to
+// the head after one that was not full. Claims that overlap may return in
+// either order: the cursor only moves forward.
 func (p *producer) advance(rows []*leasetype.JobRow, full bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -118,10 +119,8 @@ func (p *producer) advance(rows []*leasetype.JobRow, full bool) {
 		p.hasCursor = false
 		return
 	}
-	for _, r := range rows {
-		if at := driver.PositionOf(r); !p.hasCursor || at.Compare(p.cursor) > 0 {
-			p.cursor, p.hasCursor = at, true
-		}
+	if at := driver.PositionOf(rows[len(rows)-1]); !p.hasCursor || at.Compare(p.cursor) > 0 {
+		p.cursor, p.hasCursor = at, true
 	}
 }
 

@@ -181,7 +181,7 @@ func TestProducerCursor(t *testing.T) {
 		}
 	}
 	want("new producer", 0)
-	p.advance([]*leasetype.JobRow{at(1, 3), at(1, 5), at(1, 4)}, true)
+	p.advance([]*leasetype.JobRow{at(1, 3), at(1, 4), at(1, 5)}, true)
 	want("after a full claim", 5)
 	p.advance([]*leasetype.JobRow{at(1, 2)}, true) // an overlapping claim returning late
 	want("after an earlier full claim", 5)
