@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -31,7 +32,19 @@ type completer struct {
 	writeMu  *sync.RWMutex
 	maxBatch int
 	logger   *slog.Logger
-	requests chan *finishRequest
+
+	// Submitted requests wait in queued until run takes them. A handler
+	// goroutine appends under mu and wakes run only when the queue reaches
+	// wakeAt, a length run sets before it waits: 1 when no write is in
+	// flight, what completes a full batch while another write may start,
+	// never while all completerFlushers are busy (run takes the queue when
+	// one ends). A busy completer costs one wake-up per batch, not one per
+	// job.
+	mu     sync.Mutex
+	queued []*finishRequest
+	wakeAt int
+	wake   chan struct{}    // capacity 1
+	spare  []*finishRequest // run's: the buffer queued gets next
 }
 
 // finishRequest is one lease to end and whom to tell the result.
@@ -52,14 +65,54 @@ type outcomeWaiter interface {
 const completerFlushers = 4
 
 func newCompleter(exec driver.Executor, writeMu *sync.RWMutex, maxBatch int, logger *slog.Logger) *completer {
-	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, requests: make(chan *finishRequest, maxBatch)}
+	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, wake: make(chan struct{}, 1)}
 }
 
 // finish submits r; r.done is told its result once it is written or
 // refused. The completer must be running until every submitted request's
-// done has been told.
+// done has been told. finish never blocks: the requests outstanding are
+// bounded by the leases held, each of which submits one.
 func (c *completer) finish(r *finishRequest) {
-	c.requests <- r
+	c.mu.Lock()
+	c.queued = append(c.queued, r)
+	wake := len(c.queued) == c.wakeAt
+	c.mu.Unlock()
+	if wake {
+		select {
+		case c.wake <- struct{}{}:
+		default: // a wake-up is already pending; run takes r with it
+		}
+	}
+}
+
+// take appends the submitted requests to pending and empties the queue.
+func (c *completer) take(pending []*finishRequest) []*finishRequest {
+	c.mu.Lock()
+	q := c.queued
+	c.queued = c.spare[:0]
+	c.mu.Unlock()
+	pending = append(pending, q...)
+	clear(q)
+	c.spare = q
+	return pending
+}
+
+// arm sets the queue length at which finish wakes run, given the writes in
+// flight and the requests run holds, and reports whether the queue is
+// already that long (run must not wait then).
+func (c *completer) arm(busy, pending int) bool {
+	at := math.MaxInt // all flushers busy: run takes the queue when one ends
+	switch {
+	case busy == 0:
+		at = 1
+	case busy < completerFlushers:
+		at = max(1, c.maxBatch-pending)
+	}
+	c.mu.Lock()
+	c.wakeAt = at
+	ready := len(c.queued) >= at
+	c.mu.Unlock()
+	return ready
 }
 
 // run collects requests and starts the batches' writes until ctx ends. It
@@ -75,6 +128,7 @@ func (c *completer) run(ctx context.Context) {
 		writes  sync.WaitGroup
 	)
 	for {
+		pending = c.take(pending)
 		for len(pending) > 0 && (busy == 0 || len(pending) >= c.maxBatch && busy < completerFlushers) {
 			n := min(len(pending), c.maxBatch)
 			batch := slices.Clone(pending[:n])
@@ -94,9 +148,11 @@ func (c *completer) run(ctx context.Context) {
 				release()
 			}()
 		}
+		if c.arm(busy, len(pending)) {
+			continue
+		}
 		select {
-		case r := <-c.requests:
-			pending = append(pending, r)
+		case <-c.wake:
 		case <-freed:
 			busy--
 		case <-ctx.Done():

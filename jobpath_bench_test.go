@@ -78,7 +78,9 @@ func BenchmarkJobPath(b *testing.B) {
 	c.exec, c.completer.exec = exec, exec
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.handlerBase = ctx
+	// As Start sets it: a parent that is never cancelled, so a handler's
+	// context does not register with it.
+	c.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)
 	hb := &heartbeater{exec: exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats}
 	go hb.run(ctx)
 	go c.completer.run(ctx)

@@ -118,11 +118,13 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 		kind: kind,
 		opts: o,
 		work: func(ctx context.Context, row *leasetype.JobRow) error {
-			var args T
-			if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+			// The arguments are decoded in place: one allocation for the
+			// job, none for a copy of its arguments.
+			job := &Job[T]{JobRow: row}
+			if err := json.Unmarshal(row.EncodedArgs, &job.Args); err != nil {
 				return &errDecode{err: err}
 			}
-			return w.Work(ctx, &Job[T]{JobRow: row, Args: args})
+			return w.Work(ctx, job)
 		},
 	}
 	return nil
