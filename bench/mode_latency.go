@@ -234,7 +234,11 @@ func runRetained(ctx context.Context, o *options, env *pgEnv, out io.Writer, dur
 			lease_owner, leased_at, lease_until, finalized_at)
 		SELECT 'retained', 'default', 'completed', '{}', 25, 1, 1, 'bench', now(), now(), now()
 		FROM generate_series(1, %d)`, o.retained),
-		"VACUUM ANALYZE leasehold_job"); err != nil {
+		"VACUUM ANALYZE leasehold_job",
+		// The load writes gigabytes of WAL and leaves a checkpoint writing
+		// them out for minutes; the claims without the rows ran on a quiet
+		// disk, so these must too.
+		"CHECKPOINT"); err != nil {
 		return err
 	}
 	defer env.exec(context.WithoutCancel(ctx), "TRUNCATE leasehold_job, leasehold_attempt") //nolint:errcheck // best effort
