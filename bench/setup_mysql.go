@@ -26,7 +26,7 @@ import (
 const defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test"
 
 // errNoRiverMySQL answers a River engine on -backend mysql.
-var errNoRiverMySQL = errors.New("River has no MySQL or MariaDB driver (v0.51.2 ships riverpgxv5, riverdatabasesql for Postgres, and riversqlite): not measured on -backend mysql")
+var errNoRiverMySQL = errors.New("river engines are not measured on -backend mysql: River has no MySQL or MariaDB driver (v0.51.2 ships riverpgxv5, riverdatabasesql for Postgres, and riversqlite)")
 
 // mysqlConfig parses LEASEHOLD_TEST_MYSQL_URL: a go-sql-driver/mysql DSN
 // ("root@tcp(127.0.0.1:3306)/test"), as the mysql package's tests read it,
