@@ -10,6 +10,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // querier is what the executor's methods run statements on: the pool or a
@@ -34,21 +35,19 @@ type executor struct {
 	onPool bool
 	// tx is the state of the transaction the driver started for q, nil on
 	// the pool and in a user's transaction.
-	tx *txState
+	tx *sqlbackend.Tx
+	// driverTx is set when tx's outermost transaction is one the driver
+	// began on its pool, as READ COMMITTED; a savepoint in it inherits the
+	// flag. Its caller (the client) rolls it back after an error from any
+	// method. In a user's transaction the level is the user's.
+	driverTx bool
 }
 
 var _ driver.Executor = (*executor)(nil)
 
 // open returns driver.ErrClosed once the executor's transaction, or one it is
 // nested in, has ended.
-func (e *executor) open() error {
-	for t := e.tx; t != nil; t = t.parent {
-		if t.isDone() {
-			return driver.ErrClosed
-		}
-	}
-	return nil
-}
+func (e *executor) open() error { return e.tx.Open() }
 
 // read returns the querier for a statement that needs no transaction of its
 // own (a read, or a write of one statement), or driver.ErrClosed.
@@ -102,13 +101,13 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 
 // writeInDriverTx runs fn, which makes at most one write statement, its
 // last or followed only by reads: in a transaction the driver began (see
-// txState.driverTx) directly on it, elsewhere as write does. A savepoint
+// executor.driverTx) directly on it, elsewhere as write does. A savepoint
 // would only undo the write when a read after it fails, and the caller of
 // such a transaction (the client) rolls it back after any error; skipping
 // it saves two round trips, which matters in a claim that holds a limit
 // lock. In a user's transaction the savepoint stays.
 func (e *executor) writeInDriverTx(ctx context.Context, fn func(q querier) error) error {
-	if e.tx == nil || !e.tx.driverTx {
+	if !e.driverTx {
 		return e.write(ctx, fn)
 	}
 	if err := e.open(); err != nil {

@@ -71,7 +71,7 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 	if err := e.open(); err != nil {
 		return nil, err
 	}
-	if e.tx == nil || !e.tx.driverTx {
+	if !e.driverTx {
 		return nil, errLimitLockTx
 	}
 	if len(keys) == 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -169,7 +170,7 @@ func jobsByID(ctx context.Context, q querier, ids []int64) (map[int64]*leasetype
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := sqlbackend.ScanAll(rows, scanJob)
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,23 @@ package mysql
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// defaultListLimit is the listing size when JobListParams.Limit is zero.
-const defaultListLimit = 100
+// jobListSQL is JobList's SQL; each state is a parameter of its own.
+var jobListSQL = sqlbackend.JobListSQL{
+	Prefix: queryJobListPrefix,
+	States: func(states []leasetype.JobState) (string, []any, error) {
+		args := make([]any, len(states))
+		for i, s := range states {
+			args[i] = string(s)
+		}
+		return jobListByStates + placeholders(len(states)) + ")", args, nil
+	},
+}
 
 // JobGet returns one job or driver.ErrNotFound.
 func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
@@ -25,53 +34,13 @@ func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, err
 	return job, nil
 }
 
-// JobList returns jobs matching the filter, newest ID first. Only the filters
-// in use go into the statement, so each shape can use its index.
+// JobList returns jobs matching the filter, newest ID first.
 func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([]*leasetype.JobRow, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	var (
-		b    strings.Builder
-		args []any
-	)
-	b.WriteString(queryJobListPrefix)
-	if len(params.States) > 0 {
-		b.WriteString(jobListByStates + placeholders(len(params.States)) + ")")
-		for _, s := range params.States {
-			args = append(args, string(s))
-		}
-	}
-	for _, f := range []struct {
-		sql   string
-		value string
-	}{
-		{jobListByQueue, params.Queue},
-		{jobListByKind, params.Kind},
-		{jobListByUniqueKey, params.UniqueKey},
-	} {
-		if f.value != "" {
-			b.WriteString(f.sql)
-			args = append(args, f.value)
-		}
-	}
-	if params.BeforeID > 0 {
-		b.WriteString(jobListBeforeID)
-		args = append(args, params.BeforeID)
-	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	b.WriteString(queryJobListSuffix)
-	args = append(args, limit)
-
-	rows, err := q.QueryContext(ctx, b.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", translate(err))
-	}
-	jobs, err := scanJobs(rows)
+	jobs, err := sqlbackend.ListJobs(ctx, q, &jobListSQL, params, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", translate(err))
 	}
@@ -84,23 +53,11 @@ func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.A
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryJobAttempts, jobID)
+	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, queryJobAttempts, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translate(err))
 	}
-	defer rows.Close()
-	out := []*leasetype.AttemptRow{}
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list attempts of job %d: %w", jobID, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translate(err))
-	}
-	return out, nil
+	return attempts, nil
 }
 
 // JobCountByState counts jobs per queue and state, ordered by queue and state.
@@ -109,25 +66,9 @@ func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCou
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryJobCountByState)
+	counts, err := sqlbackend.QueryAll(ctx, q, sqlbackend.ScanQueueStateCount, queryJobCountByState)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", translate(err))
 	}
-	defer rows.Close()
-	out := []*driver.QueueStateCount{}
-	for rows.Next() {
-		var (
-			c     driver.QueueStateCount
-			state string
-		)
-		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		c.State = leasetype.JobState(state)
-		out = append(out, &c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count jobs: %w", translate(err))
-	}
-	return out, nil
+	return counts, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // PeriodicEnsure registers schedule params.Name in one transaction: an
@@ -79,7 +80,7 @@ func (e *executor) PeriodicAdvance(ctx context.Context, params *driver.PeriodicA
 }
 
 // scanPeriodic reads a row selected with periodicColumns.
-func scanPeriodic(s rowScanner) (*driver.PeriodicRow, error) {
+func scanPeriodic(s sqlbackend.RowScanner) (*driver.PeriodicRow, error) {
 	var (
 		r                   driver.PeriodicRow
 		next, last, updated dbTime

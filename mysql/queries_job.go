@@ -56,22 +56,13 @@ const queryJobGetLocked = `SELECT state FROM leasehold_job WHERE id = ? FOR UPDA
 // queryJobsByIDs reads jobs by ID; the caller appends the ID list and ")".
 const queryJobsByIDs = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id IN (`
 
-// queryJobListPrefix starts a job listing; JobList adds the filters, then
-// queryJobListSuffix with the limit.
+// queryJobListPrefix starts a job listing; sqlbackend.ListJobs adds the
+// filters, the order and the limit.
 const queryJobListPrefix = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE 1 = 1`
 
-// Filters of a job listing, each with one parameter (jobListByStates with
-// one per state, appended by JobList).
-const (
-	jobListByStates    = ` AND state IN (`
-	jobListByQueue     = ` AND queue = ?`
-	jobListByKind      = ` AND kind = ?`
-	jobListByUniqueKey = ` AND unique_key = ?`
-	jobListBeforeID    = ` AND id < ?`
-)
-
-// queryJobListSuffix orders a job listing, newest first, and limits it.
-const queryJobListSuffix = ` ORDER BY id DESC LIMIT ?`
+// jobListByStates starts a job listing's filter on states; JobList appends
+// one parameter per state and ")".
+const jobListByStates = ` AND state IN (`
 
 // queryJobAttempts reads a job's attempt history. Tokens grow with every
 // lease, so they order the history.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -75,13 +76,8 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
 	last_heartbeat_at, heartbeats, finished_at, outcome, error`
 
-// rowScanner is *sql.Row or *sql.Rows.
-type rowScanner interface {
-	Scan(dest ...any) error
-}
-
 // scanJob reads a row selected with jobColumns.
-func scanJob(s rowScanner) (*leasetype.JobRow, error) {
+func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	var (
 		j                                   leasetype.JobRow
 		uniqueKey, lastError, leaseOwner    sql.NullString
@@ -122,22 +118,8 @@ func scanJob(s rowScanner) (*leasetype.JobRow, error) {
 	return &j, nil
 }
 
-// scanJobs reads every row of rows and closes it.
-func scanJobs(rows *sql.Rows) ([]*leasetype.JobRow, error) {
-	defer rows.Close()
-	out := []*leasetype.JobRow{}
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
-}
-
 // scanAttempt reads a row selected with attemptColumns.
-func scanAttempt(s rowScanner) (*leasetype.AttemptRow, error) {
+func scanAttempt(s sqlbackend.RowScanner) (*leasetype.AttemptRow, error) {
 	var (
 		a                                    leasetype.AttemptRow
 		leasedAt, until, finishedAt, heartAt dbTime

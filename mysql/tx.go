@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // savepointName returns a savepoint name not used before by d: MySQL
@@ -46,25 +46,6 @@ func rollbackTo(ctx context.Context, q querier, name string) error {
 	return nil
 }
 
-// txState tracks a transaction the driver started.
-type txState struct {
-	parent *txState
-	// driverTx is set when the outermost transaction is one the driver
-	// began on its pool, as READ COMMITTED; a savepoint inherits it. Its
-	// caller (the client) rolls it back after an error from any method. In
-	// a user's transaction the level is the user's.
-	driverTx bool
-	mu       sync.Mutex
-	done     bool
-	end      func(ctx context.Context, commit bool) error
-}
-
-func (t *txState) isDone() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.done
-}
-
 // txExecutor is an executor in a transaction the driver started: a
 // transaction on the pool, or a savepoint inside a transaction.
 type txExecutor struct {
@@ -86,7 +67,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 			return nil, fmt.Errorf("begin savepoint: %w", translate(err))
 		}
 		q := e.q
-		st := &txState{parent: e.tx, driverTx: e.tx != nil && e.tx.driverTx, end: func(ctx context.Context, commit bool) error {
+		st := sqlbackend.NewTx(e.tx, func(ctx context.Context, commit bool) error {
 			if !commit {
 				return rollbackTo(ctx, q, name)
 			}
@@ -94,14 +75,14 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 				return fmt.Errorf("release savepoint: %w", translate(err))
 			}
 			return nil
-		}}
-		return &txExecutor{executor{d: e.d, q: q, tx: st}}, nil
+		})
+		return &txExecutor{executor{d: e.d, q: q, tx: st, driverTx: e.driverTx}}, nil
 	}
 	tx, err := e.d.beginPool(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := &txState{driverTx: true, end: func(_ context.Context, commit bool) error {
+	st := sqlbackend.NewTx(nil, func(_ context.Context, commit bool) error {
 		if commit {
 			if err := tx.Commit(); err != nil {
 				return fmt.Errorf("commit: %w", translate(err))
@@ -112,37 +93,13 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 			return fmt.Errorf("roll back: %w", err)
 		}
 		return nil
-	}}
-	return &txExecutor{executor{d: e.d, q: tx, tx: st}}, nil
+	})
+	return &txExecutor{executor{d: e.d, q: tx, tx: st, driverTx: true}}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.
-func (t *txExecutor) Commit(ctx context.Context) error {
-	if t.tx.parent != nil {
-		if err := (&executor{tx: t.tx.parent}).open(); err != nil {
-			return err
-		}
-	}
-	t.tx.mu.Lock()
-	defer t.tx.mu.Unlock()
-	if t.tx.done {
-		return driver.ErrClosed
-	}
-	t.tx.done = true
-	return t.tx.end(ctx, true)
-}
+func (t *txExecutor) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
 
 // Rollback rolls the transaction back; after Commit or Rollback it does
 // nothing.
-func (t *txExecutor) Rollback(ctx context.Context) error {
-	t.tx.mu.Lock()
-	defer t.tx.mu.Unlock()
-	if t.tx.done {
-		return nil
-	}
-	t.tx.done = true
-	if t.tx.parent != nil && t.tx.parent.isDone() {
-		return nil // the parent's end already undid it
-	}
-	return t.tx.end(ctx, false)
-}
+func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // executor implements driver.Executor on a querier.
@@ -21,21 +22,14 @@ type executor struct {
 	onPool bool
 	// tx is the state of the transaction the driver started for q, nil on
 	// the pool and in a user's transaction.
-	tx *txState
+	tx *sqlbackend.Tx
 }
 
 var _ driver.Executor = (*executor)(nil)
 
 // open returns driver.ErrClosed once the executor's transaction, or one it is
 // nested in, has ended.
-func (e *executor) open() error {
-	for t := e.tx; t != nil; t = t.parent {
-		if t.isDone() {
-			return driver.ErrClosed
-		}
-	}
-	return nil
-}
+func (e *executor) open() error { return e.tx.Open() }
 
 // read returns the querier for a read, or driver.ErrClosed.
 func (e *executor) read() (querier, error) {

@@ -8,16 +8,25 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	sqlitedrv "modernc.org/sqlite"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// defaultListLimit is the listing size when JobListParams.Limit is zero.
-const defaultListLimit = 100
+// jobListSQL is JobList's SQL; the states are one JSON array parameter.
+var jobListSQL = sqlbackend.JobListSQL{
+	Prefix: queryJobListPrefix,
+	States: func(states []leasetype.JobState) (string, []any, error) {
+		b, err := json.Marshal(states)
+		if err != nil {
+			return "", nil, fmt.Errorf("encode states: %w", err)
+		}
+		return jobListByStates, []any{string(b)}, nil
+	},
+}
 
 // JobGet returns one job or driver.ErrNotFound.
 func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
@@ -41,51 +50,9 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 	if err != nil {
 		return nil, err
 	}
-	var b strings.Builder
-	var args []any
-	b.WriteString(queryJobListPrefix)
-	if len(params.States) > 0 {
-		states, err := json.Marshal(params.States)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: encode states: %w", err)
-		}
-		b.WriteString(jobListByStates)
-		args = append(args, string(states))
-	}
-	for _, f := range []struct {
-		sql   string
-		value string
-	}{
-		{jobListByQueue, params.Queue},
-		{jobListByKind, params.Kind},
-		{jobListByUniqueKey, params.UniqueKey},
-	} {
-		if f.value != "" {
-			b.WriteString(f.sql)
-			args = append(args, f.value)
-		}
-	}
-	if params.BeforeID > 0 {
-		b.WriteString(jobListBeforeID)
-		args = append(args, params.BeforeID)
-	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	b.WriteString(queryJobListSuffix)
-	args = append(args, limit)
-
-	rows, err := q.QueryContext(ctx, b.String(), args...)
+	jobs, err := sqlbackend.ListJobs(ctx, q, &jobListSQL, params, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	jobs, err := scanJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	if jobs == nil {
-		jobs = []*leasetype.JobRow{}
 	}
 	return jobs, nil
 }
@@ -96,23 +63,11 @@ func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.A
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryJobAttempts, jobID)
+	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, queryJobAttempts, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, err)
 	}
-	defer rows.Close()
-	out := []*leasetype.AttemptRow{}
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list attempts of job %d: %w", jobID, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, err)
-	}
-	return out, nil
+	return attempts, nil
 }
 
 // JobCountByState counts jobs per queue and state, ordered by queue and state.
@@ -121,22 +76,8 @@ func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCou
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryJobCountByState)
+	out, err := sqlbackend.QueryAll(ctx, q, sqlbackend.ScanQueueStateCount, queryJobCountByState)
 	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	defer rows.Close()
-	out := []*driver.QueueStateCount{}
-	for rows.Next() {
-		var c driver.QueueStateCount
-		var state string
-		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		c.State = leasetype.JobState(state)
-		out = append(out, &c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	slices.SortFunc(out, func(a, b *driver.QueueStateCount) int {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // Schedule times are INTEGER microseconds like every other time column, so a
@@ -105,7 +106,7 @@ func (e *executor) PeriodicAdvance(ctx context.Context, params *driver.PeriodicA
 }
 
 // scanPeriodic reads a row selected with periodicColumns.
-func scanPeriodic(s rowScanner) (*driver.PeriodicRow, error) {
+func scanPeriodic(s sqlbackend.RowScanner) (*driver.PeriodicRow, error) {
 	var (
 		row             driver.PeriodicRow
 		next, updated   int64

@@ -78,21 +78,13 @@ ORDER BY p.n`
 // queryJobGet reads one job.
 const queryJobGet = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = ?1`
 
-// queryJobListPrefix starts a job listing; JobList adds the filters, then
-// queryJobListSuffix with the limit.
+// queryJobListPrefix starts a job listing; sqlbackend.ListJobs adds the
+// filters, the order and the limit.
 const queryJobListPrefix = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE 1`
 
-// Filters of a job listing, each with one parameter.
-const (
-	jobListByStates    = ` AND state IN (SELECT value FROM json_each(?))`
-	jobListByQueue     = ` AND queue = ?`
-	jobListByKind      = ` AND kind = ?`
-	jobListByUniqueKey = ` AND unique_key = ?`
-	jobListBeforeID    = ` AND id < ?`
-)
-
-// queryJobListSuffix orders a job listing, newest first, and limits it.
-const queryJobListSuffix = ` ORDER BY id DESC LIMIT ?`
+// jobListByStates is a job listing's filter on states, given as one JSON
+// array parameter.
+const jobListByStates = ` AND state IN (SELECT value FROM json_each(?))`
 
 // queryJobAttempts reads a job's attempt history, oldest first.
 const queryJobAttempts = `SELECT ` + attemptColumns + `

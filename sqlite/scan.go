@@ -4,16 +4,12 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// rowScanner is *sql.Row or *sql.Rows.
-type rowScanner interface {
-	Scan(dest ...any) error
-}
-
 // scanJob reads a row selected with jobColumns.
-func scanJob(s rowScanner) (*leasetype.JobRow, error) {
+func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	var (
 		j                                        leasetype.JobRow
 		uniqueKey, lastError, leaseOwner         sql.NullString
@@ -68,7 +64,7 @@ func scanJobs(rows *sql.Rows) ([]*leasetype.JobRow, error) {
 }
 
 // scanAttempt reads a row selected with attemptColumns.
-func scanAttempt(s rowScanner) (*leasetype.AttemptRow, error) {
+func scanAttempt(s sqlbackend.RowScanner) (*leasetype.AttemptRow, error) {
 	var (
 		a                           leasetype.AttemptRow
 		leasedAt, until, finishedAt int64

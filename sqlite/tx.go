@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // errWriteLockTimeout is returned when the driver's in-process write lock is
@@ -66,20 +66,6 @@ func rollbackTo(ctx context.Context, q querier, name string) error {
 	return nil
 }
 
-// txState tracks a transaction the driver started.
-type txState struct {
-	parent *txState
-	mu     sync.Mutex
-	done   bool
-	end    func(ctx context.Context, commit bool) error
-}
-
-func (t *txState) isDone() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.done
-}
-
 // txExecutor is an executor in a transaction the driver started: a
 // transaction on the pool, or a savepoint inside a transaction.
 type txExecutor struct {
@@ -103,7 +89,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 			return nil, fmt.Errorf("begin savepoint: %w", err)
 		}
 		q := e.q
-		st := &txState{parent: e.tx, end: func(ctx context.Context, commit bool) error {
+		st := sqlbackend.NewTx(e.tx, func(ctx context.Context, commit bool) error {
 			if !commit {
 				return rollbackTo(ctx, q, name)
 			}
@@ -111,7 +97,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 				return fmt.Errorf("release savepoint: %w", err)
 			}
 			return nil
-		}}
+		})
 		return &txExecutor{executor{d: e.d, q: q, raw: e.raw, tx: st}}, nil
 	}
 
@@ -124,7 +110,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		release()
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	st := &txState{end: func(_ context.Context, commit bool) error {
+	st := sqlbackend.NewTx(nil, func(_ context.Context, commit bool) error {
 		defer release()
 		if commit {
 			if err := tx.Commit(); err != nil {
@@ -136,37 +122,13 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 			return fmt.Errorf("roll back: %w", err)
 		}
 		return nil
-	}}
+	})
 	return &txExecutor{executor{d: e.d, q: e.d.txQuerier(tx), raw: tx, tx: st}}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.
-func (t *txExecutor) Commit(ctx context.Context) error {
-	if t.tx.parent != nil {
-		if err := (&executor{tx: t.tx.parent}).open(); err != nil {
-			return err
-		}
-	}
-	t.tx.mu.Lock()
-	defer t.tx.mu.Unlock()
-	if t.tx.done {
-		return driver.ErrClosed
-	}
-	t.tx.done = true
-	return t.tx.end(ctx, true)
-}
+func (t *txExecutor) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
 
 // Rollback rolls the transaction back; after Commit or Rollback it does
 // nothing.
-func (t *txExecutor) Rollback(ctx context.Context) error {
-	t.tx.mu.Lock()
-	defer t.tx.mu.Unlock()
-	if t.tx.done {
-		return nil
-	}
-	t.tx.done = true
-	if t.tx.parent != nil && t.tx.parent.isDone() {
-		return nil // the parent's end already undid it
-	}
-	return t.tx.end(ctx, false)
-}
+func (t *txExecutor) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
