@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -315,16 +316,7 @@ func (e *executor) expireCandidates(ctx context.Context, limit int) ([]int64, er
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return sqlbackend.ScanIDs(rows)
 }
 
 // defaultExpireLimit is JobExpire's limit when the caller sets none.

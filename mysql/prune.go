@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
 // pruneDeleteBatch bounds the rows one DELETE names, to keep statements
@@ -38,7 +39,7 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 		if err != nil {
 			return err
 		}
-		ids, err := scanIDs(rows)
+		ids, err := sqlbackend.ScanIDs(rows)
 		if err != nil {
 			return err
 		}

@@ -140,20 +140,6 @@ func scanAttempt(s sqlbackend.RowScanner) (*leasetype.AttemptRow, error) {
 	return &a, nil
 }
 
-// scanIDs reads a column of IDs and closes rows.
-func scanIDs(rows *sql.Rows) ([]int64, error) {
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
 // nullString stores "" as NULL.
 func nullString(s string) any {
 	if s == "" {

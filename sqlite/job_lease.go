@@ -3,12 +3,12 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -69,14 +69,11 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 		if err != nil {
 			return err
 		}
-		jobs, err = scanJobs(rows)
+		jobs, err = sqlbackend.ScanAll(rows, scanJob)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
-	}
-	if jobs == nil {
-		jobs = []*leasetype.JobRow{}
 	}
 	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority),
@@ -132,14 +129,11 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 		if err != nil {
 			return err
 		}
-		ids, err = scanIDs(rows)
+		ids, err = sqlbackend.ScanIDs(rows)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
-	}
-	if ids == nil {
-		ids = []int64{}
 	}
 	slices.Sort(ids)
 	return ids, nil
@@ -201,7 +195,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		if err != nil {
 			return err
 		}
-		done, err := scanIDs(rows)
+		done, err := sqlbackend.ScanIDs(rows)
 		if err != nil || len(done) == 0 {
 			return err
 		}
@@ -260,7 +254,7 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 		if err != nil {
 			return err
 		}
-		if jobs, err = scanJobs(rows); err != nil || len(jobs) == 0 {
+		if jobs, err = sqlbackend.ScanAll(rows, scanJob); err != nil || len(jobs) == 0 {
 			return err
 		}
 		ids := make([]int64, len(jobs))
@@ -279,23 +273,6 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", err)
 	}
-	if jobs == nil {
-		jobs = []*leasetype.JobRow{}
-	}
 	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, nil
-}
-
-// scanIDs reads a column of IDs and closes rows.
-func scanIDs(rows *sql.Rows) ([]int64, error) {
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }

@@ -49,20 +49,6 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	return &j, nil
 }
 
-// scanJobs reads every row of rows and closes it.
-func scanJobs(rows *sql.Rows) ([]*leasetype.JobRow, error) {
-	defer rows.Close()
-	var out []*leasetype.JobRow
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
-}
-
 // scanAttempt reads a row selected with attemptColumns.
 func scanAttempt(s sqlbackend.RowScanner) (*leasetype.AttemptRow, error) {
 	var (

@@ -30,7 +30,7 @@ func QueryAll[T any](ctx context.Context, q Querier, scan func(RowScanner) (T, e
 }
 
 // ScanAll reads every row of rows with scan and closes rows. With no rows it
-// returns an empty slice, not nil: the backends list nothing that way.
+// returns an empty slice, not nil, which callers return as an empty result.
 func ScanAll[T any](rows *sql.Rows, scan func(RowScanner) (T, error)) ([]T, error) {
 	defer rows.Close()
 	out := []T{}
@@ -55,4 +55,16 @@ func ScanQueueStateCount(s RowScanner) (*driver.QueueStateCount, error) {
 	}
 	c.State = leasetype.JobState(state)
 	return &c, nil
+}
+
+// ScanIDs reads a column of IDs and closes rows.
+func ScanIDs(rows *sql.Rows) ([]int64, error) {
+	return ScanAll(rows, scanID)
+}
+
+// scanID reads a row of one ID.
+func scanID(s RowScanner) (int64, error) {
+	var id int64
+	err := s.Scan(&id)
+	return id, err
 }
