@@ -55,5 +55,7 @@ func testClientRetention[TTx any](t *testing.T, b Backend[TTx]) {
 	// The client counts what it pruned once the delete returns, which may
 	// be just after the rows are gone.
 	waitFor(t, 10*time.Second, func() bool { return c.Stats().Pruned >= int64(len(completed)) },
-		func() string { return fmt.Sprintf("Stats().Pruned = %d, want at least %d", c.Stats().Pruned, len(completed)) })
+		func() string {
+			return fmt.Sprintf("Stats().Pruned = %d, want at least %d", c.Stats().Pruned, len(completed))
+		})
 }
