@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
-	"github.com/leasehold/leasehold/internal/maintenance"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -145,23 +144,9 @@ func (c *clientCore) Start(ctx context.Context) error {
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
 	hb := &heartbeater{exec: c.exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
-	watcher := &maintenance.Watcher{
-		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
-		OnExpired: func(rows []*leasetype.JobRow) {
-			c.stats.expired.Add(int64(len(rows)))
-			for _, r := range rows {
-				if r.State == leasetype.JobStateAvailable {
-					c.wakeQueue(r.Queue)
-				}
-			}
-		},
-	}
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
-	c.goService(serviceCtx, watcher.Run)
-	cw := &cancelWatcher{exec: c.exec, leases: c.leases, owner: c.owner, interval: c.cfg.CancelCheckInterval, logger: c.logger, stats: &c.stats}
-	c.goService(serviceCtx, cw.run)
-	c.startLeaders(serviceCtx)
+	c.startMaintenance(serviceCtx)
 
 	claimCtx, claimCancel := context.WithCancel(context.Background())
 	c.claimCancel = claimCancel

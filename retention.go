@@ -1,12 +1,8 @@
 package leasehold
 
 import (
-	"context"
 	"fmt"
 	"time"
-
-	"github.com/leasehold/leasehold/driver"
-	"github.com/leasehold/leasehold/leasetype"
 )
 
 // Retention says how long finished jobs and attempt history are kept. The
@@ -54,84 +50,4 @@ func (r Retention) validate() error {
 // enabled reports whether anything is ever pruned.
 func (r Retention) enabled() bool {
 	return r.Completed >= 0 || r.Cancelled >= 0 || r.Discarded >= 0 || r.Attempts >= 0
-}
-
-// pruneBatch is the most rows one delete statement removes; pruneMaxBatches
-// bounds one round, so a huge backlog is worked off over several intervals
-// instead of in one long burst.
-const (
-	pruneBatch      = 1000
-	pruneMaxBatches = 100
-)
-
-// pruner deletes old finished jobs and attempts while its client holds the
-// maintenance leader lease.
-type pruner struct {
-	core    *clientCore
-	cfg     Retention
-	elector *elector
-}
-
-func (p *pruner) run(ctx context.Context) {
-	defer p.elector.resign()
-	lastPrune := time.Time{}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if p.elector.attempt(ctx) != 0 && time.Since(lastPrune) >= p.cfg.Interval {
-			lastPrune = time.Now()
-			if err := p.prune(ctx); err != nil && ctx.Err() == nil {
-				p.core.logger.Warn("leasehold: prune finished jobs", "error", err)
-			}
-		}
-		timer.Reset(min(p.elector.wait(), p.cfg.Interval))
-	}
-}
-
-// prune runs one round: each finished state on its own retention, then the
-// attempt history.
-func (p *pruner) prune(ctx context.Context) error {
-	byAge := map[time.Duration][]leasetype.JobState{}
-	for state, keep := range map[leasetype.JobState]time.Duration{
-		leasetype.JobStateCompleted: p.cfg.Completed,
-		leasetype.JobStateCancelled: p.cfg.Cancelled,
-		leasetype.JobStateDiscarded: p.cfg.Discarded,
-	} {
-		if keep >= 0 {
-			byAge[keep] = append(byAge[keep], state)
-		}
-	}
-	for keep, states := range byAge {
-		err := p.batches(ctx, func() (int64, error) {
-			return p.core.exec.JobPrune(ctx, &driver.JobPruneParams{States: states, OlderThan: keep, Limit: pruneBatch})
-		})
-		if err != nil {
-			return err
-		}
-	}
-	if p.cfg.Attempts >= 0 {
-		return p.batches(ctx, func() (int64, error) {
-			return p.core.exec.AttemptPrune(ctx, &driver.AttemptPruneParams{OlderThan: p.cfg.Attempts, Limit: pruneBatch})
-		})
-	}
-	return nil
-}
-
-func (p *pruner) batches(ctx context.Context, del func() (int64, error)) error {
-	for range pruneMaxBatches {
-		n, err := del()
-		if err != nil {
-			return err
-		}
-		p.core.stats.pruned.Add(n)
-		if n < pruneBatch || ctx.Err() != nil {
-			return nil
-		}
-	}
-	return nil
 }

@@ -1,0 +1,112 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// PruneExecutor is what the Pruner needs of a driver executor.
+type PruneExecutor interface {
+	JobPrune(ctx context.Context, params *driver.JobPruneParams) (int64, error)
+	AttemptPrune(ctx context.Context, params *driver.AttemptPruneParams) (int64, error)
+}
+
+// Pruning batches: PruneBatch is the most rows one delete statement
+// removes; PruneMaxBatches bounds one round, so a huge backlog is worked
+// off over several intervals instead of in one long burst.
+const (
+	PruneBatch      = 1000
+	PruneMaxBatches = 100
+)
+
+// Pruner deletes old finished jobs and attempt history while its client
+// holds the maintenance leader lease. Each retention is how long rows are
+// kept after they finished; a negative one keeps them forever. Stuck jobs
+// are never pruned.
+type Pruner struct {
+	// Exec runs the deletes.
+	Exec PruneExecutor
+	// Elector holds the maintenance leader lease (role LeaderMaintenance).
+	Elector *Elector
+	// Completed, Cancelled and Discarded are the retentions of finished
+	// jobs by state; Attempts that of attempt rows.
+	Completed, Cancelled, Discarded, Attempts time.Duration
+	// Interval is the time between rounds.
+	Interval time.Duration
+	// Logger receives errors.
+	Logger *slog.Logger
+	// OnPruned is told how many rows each delete removed.
+	OnPruned func(n int64)
+}
+
+// Run competes for the leader lease and prunes once per Interval while it
+// holds it, until ctx ends; then it resigns.
+func (p *Pruner) Run(ctx context.Context) {
+	defer p.Elector.Resign()
+	lastPrune := time.Time{}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if p.Elector.Attempt(ctx) != 0 && time.Since(lastPrune) >= p.Interval {
+			lastPrune = time.Now()
+			if err := p.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				p.Logger.Warn("leasehold: prune finished jobs", "error", err)
+			}
+		}
+		timer.Reset(min(p.Elector.Wait(), p.Interval))
+	}
+}
+
+// RunOnce prunes one round, whether or not this client is leader: each
+// finished state on its own retention, then the attempt history.
+func (p *Pruner) RunOnce(ctx context.Context) error {
+	byAge := map[time.Duration][]leasetype.JobState{}
+	for state, keep := range map[leasetype.JobState]time.Duration{
+		leasetype.JobStateCompleted: p.Completed,
+		leasetype.JobStateCancelled: p.Cancelled,
+		leasetype.JobStateDiscarded: p.Discarded,
+	} {
+		if keep >= 0 {
+			byAge[keep] = append(byAge[keep], state)
+		}
+	}
+	for keep, states := range byAge {
+		err := p.batches(ctx, func() (int64, error) {
+			return p.Exec.JobPrune(ctx, &driver.JobPruneParams{States: states, OlderThan: keep, Limit: PruneBatch})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if p.Attempts >= 0 {
+		return p.batches(ctx, func() (int64, error) {
+			return p.Exec.AttemptPrune(ctx, &driver.AttemptPruneParams{OlderThan: p.Attempts, Limit: PruneBatch})
+		})
+	}
+	return nil
+}
+
+func (p *Pruner) batches(ctx context.Context, del func() (int64, error)) error {
+	for range PruneMaxBatches {
+		n, err := del()
+		if err != nil {
+			return err
+		}
+		if p.OnPruned != nil {
+			p.OnPruned(n)
+		}
+		if n < PruneBatch || ctx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package leasehold
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/maintenance"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// startMaintenance starts the background services of package maintenance,
+// wired to this client: the expirer, the cancel poller and, for the roles
+// this client's config gives it, the pruner and the periodic enqueuer,
+// each with its own leader elector.
+func (c *clientCore) startMaintenance(ctx context.Context) {
+	expirer := &maintenance.Expirer{
+		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
+		OnExpired: func(rows []*leasetype.JobRow) {
+			c.stats.expired.Add(int64(len(rows)))
+			for _, r := range rows {
+				if r.State == leasetype.JobStateAvailable {
+					c.wakeQueue(r.Queue)
+				}
+			}
+		},
+	}
+	c.goService(ctx, expirer.Run)
+	poller := &maintenance.CancelPoller{
+		Exec: c.exec, Owner: c.owner, Interval: c.cfg.CancelCheckInterval, Logger: c.logger,
+		HoldsLeases: c.leases.any,
+		OnCancelRequested: func(ref driver.LeaseRef) {
+			if l := c.leases.get(ref.ID, ref.Token); l != nil && l.requestCancel() {
+				c.stats.cancelRequests.Add(1)
+			}
+		},
+	}
+	c.goService(ctx, poller.Run)
+	if len(c.cfg.PeriodicJobs) > 0 {
+		e := &maintenance.PeriodicEnqueuer{
+			Exec: c.exec, Elector: c.newElector(maintenance.LeaderPeriodic), Logger: c.logger,
+			OnEnqueued: func(queue string) {
+				c.stats.periodicEnqueued.Add(1)
+				c.wakeQueue(queue)
+			},
+		}
+		for _, j := range c.cfg.PeriodicJobs {
+			e.Jobs = append(e.Jobs, c.periodicJob(j))
+		}
+		c.goService(ctx, e.Run)
+	}
+	if r := c.cfg.Retention; r.enabled() {
+		p := &maintenance.Pruner{
+			Exec: c.exec, Elector: c.newElector(maintenance.LeaderMaintenance), Logger: c.logger,
+			Completed: r.Completed, Cancelled: r.Cancelled, Discarded: r.Discarded, Attempts: r.Attempts, Interval: r.Interval,
+			OnPruned: func(n int64) { c.stats.pruned.Add(n) },
+		}
+		c.goService(ctx, p.Run)
+	}
+}
+
+func (c *clientCore) newElector(role string) *maintenance.Elector {
+	return &maintenance.Elector{Exec: c.exec, Name: role, Owner: c.owner, TTL: c.cfg.LeaderTTL, Logger: c.logger}
+}
+
+// periodicJob turns j into the periodic enqueuer's schedule: its Insert
+// inserts the slot's job through the insert middleware, with the slot's
+// unique key and metadata.
+func (c *clientCore) periodicJob(j *PeriodicJob) maintenance.PeriodicJob {
+	return maintenance.PeriodicJob{
+		Name:       j.Name,
+		Schedule:   j.Schedule,
+		SkipMissed: j.MissedRuns == SkipMissed,
+		Insert: func(ctx context.Context, exec driver.Executor, slot time.Time, missed int) (jobID int64, queue string, err error) {
+			args, opts := j.Job(slot)
+			o := InsertOpts{}
+			if opts != nil {
+				o = *opts
+			}
+			o.UniqueKey = "periodic:" + j.Name + ":" + slot.UTC().Format(time.RFC3339Nano)
+			meta := map[string]any{}
+			for k, v := range o.Metadata {
+				meta[k] = v
+			}
+			meta["periodic"], meta["periodic_slot"] = j.Name, slot.UTC().Format(time.RFC3339Nano)
+			if missed > 0 {
+				meta["periodic_missed"] = missed
+			}
+			o.Metadata = meta
+			err = c.withInsertMiddleware(ctx, []InsertManyParams{{Args: args, InsertOpts: &o}}, func(ctx context.Context, ps []*driver.JobInsertParams) error {
+				res, err := exec.JobInsertMany(ctx, ps)
+				if err != nil {
+					return fmt.Errorf("insert slot %s: %w", slot.Format(time.RFC3339), err)
+				}
+				jobID, queue = res[0].Job.ID, res[0].Job.Queue
+				return nil
+			})
+			return jobID, queue, err
+		},
+	}
+}
