@@ -182,61 +182,6 @@ func (c *clientCore) goService(ctx context.Context, run func(context.Context)) {
 	}()
 }
 
-// listen forwards the database's insert notifications to the producers,
-// reconnecting after failures, until ctx ends.
-func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
-	var once sync.Once
-	markReady := func() { once.Do(func() { close(ready) }) }
-	wait := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := c.notifier.ListenInserts(ctx, func() {
-			c.ownNotices.setListening(true)
-			markReady()
-			wait = 100 * time.Millisecond
-		}, c.notified)
-		c.ownNotices.setListening(false)
-		if ctx.Err() != nil {
-			return
-		}
-		c.logger.Warn("leasehold: insert notifications lost; polling until reconnected", "error", err)
-		// Jobs inserted while not listening are found by the next claim.
-		for _, p := range c.producers {
-			p.wakeupFromHead()
-		}
-		sleepCtx(ctx, wait)
-		wait = min(wait*2, 5*time.Second)
-	}
-}
-
-// notified wakes the producer of the notice's queue, unless the notice is of
-// this client's own insert, which woke it already.
-func (c *clientCore) notified(n driver.InsertNotice) {
-	if c.ownNotices.own(n) {
-		return
-	}
-	if p := c.producers[n.Queue]; p != nil {
-		p.wakeupForNotice()
-	}
-}
-
-// wakeQueue asks the queue's producer, if this client works the queue, to
-// claim soon, from the head of the claim order: jobs may have become
-// claimable anywhere in it.
-func (c *clientCore) wakeQueue(queue string) {
-	if p := c.producers[queue]; p != nil {
-		p.wakeupFromHead()
-	}
-}
-
-// wakeForInsert asks the queue's producer, if this client works the queue,
-// to claim soon the jobs an insert made available, the first of which in
-// claim order is at position at.
-func (c *clientCore) wakeForInsert(queue string, at driver.ClaimPosition) {
-	if p := c.producers[queue]; p != nil {
-		p.wakeupFor(at)
-	}
-}
-
 // Stop stops the client gracefully: it stops claiming, waits for running
 // handlers to return and their outcomes to be written, then stops the
 // background services. If ctx ends first, the remaining handlers' contexts

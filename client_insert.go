@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
@@ -82,51 +81,6 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 		out[i] = &InsertResult{Job: r.Job, UniqueSkipped: r.UniqueSkipped}
 	}
 	return out, nil
-}
-
-// wakeForInserts wakes the producer of each queue for the jobs an insert
-// made available there, the first of which in claim order is at the
-// queue's position.
-func (c *clientCore) wakeForInserts(first map[string]driver.ClaimPosition) {
-	for queue, at := range first {
-		c.wakeForInsert(queue, at)
-	}
-}
-
-// keepFirst records at as queue's position in first when it sorts before
-// the one recorded.
-func keepFirst(first map[string]driver.ClaimPosition, queue string, at driver.ClaimPosition) {
-	if cur, ok := first[queue]; !ok || at.Compare(cur) < 0 {
-		first[queue] = at
-	}
-}
-
-// afterEveryCursor is a schedule later than any producer's position.
-var afterEveryCursor = time.Unix(1<<40, 0)
-
-// insertPosition is where a job inserted without returning its row sorts in
-// claim order, as far as the client can tell: a job without a schedule gets
-// the database's current time, which no claim that ended before the insert
-// began has passed, so it sorts after every cursor of its priority (a claim
-// running meanwhile may pass it: producers return to the head at least once
-// per poll interval).
-func insertPosition(p *driver.JobInsertParams) driver.ClaimPosition {
-	at := driver.ClaimPosition{Priority: p.Priority, ScheduledAt: afterEveryCursor, ID: math.MaxInt64}
-	if p.ScheduledAt != nil {
-		at.ScheduledAt = *p.ScheduledAt
-	}
-	return at
-}
-
-// tracking returns ctx for an insert: when the client wakes its own
-// producers after it (wake) and hears notifications, ctx carries the
-// tracker through which the driver names the insert's notifications, so
-// that the listener does not wake the producers a second time.
-func (c *clientCore) tracking(ctx context.Context, wake bool) context.Context {
-	if !wake || c.ownNotices == nil || len(c.producers) == 0 {
-		return ctx
-	}
-	return driver.WithSenderTracker(ctx, c.ownNotices)
 }
 
 func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) (int, error) {

@@ -10,16 +10,6 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// requestCancel cancels the handler because the job was cancelled from
-// outside. It reports whether this call was the first to do so.
-func (l *lease) requestCancel() bool {
-	if !l.cancelRequested.CompareAndSwap(false, true) {
-		return false
-	}
-	l.interrupt(ErrJobCancelled)
-	return true
-}
-
 // lease is a job this client holds: the claimed row, the local deadline
 // before which it may act, and the handle to cancel its handler.
 //
@@ -57,6 +47,19 @@ func newLease(row *leasetype.JobRow, ttl time.Duration, entry *workerEntry, sent
 	l := &lease{row: row, token: row.LeaseToken, ttl: ttl, entry: entry}
 	l.renewed(sentAt)
 	return l
+}
+
+// leaseTTL is the effective lease duration of a claimed job; the claim
+// statement computed the same on the database.
+func (c *clientCore) leaseTTL(row *leasetype.JobRow, entry *workerEntry) time.Duration {
+	switch {
+	case row.LeaseTTL > 0:
+		return row.LeaseTTL
+	case entry != nil && entry.opts.LeaseTTL > 0:
+		return entry.opts.LeaseTTL
+	default:
+		return c.cfg.LeaseTTL
+	}
 }
 
 // renewed records a successful claim or renewal sent at sentAt.
@@ -105,6 +108,43 @@ func (l *lease) lose(reason string) bool {
 	}
 	l.interrupt(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
 	return true
+}
+
+// requestCancel cancels the handler because the job was cancelled from
+// outside. It reports whether this call was the first to do so.
+func (l *lease) requestCancel() bool {
+	if !l.cancelRequested.CompareAndSwap(false, true) {
+		return false
+	}
+	l.interrupt(ErrJobCancelled)
+	return true
+}
+
+// outcomeWritten counts the outcome written, or logs it refused, and ends
+// the lease. It runs on a completer goroutine.
+func (l *lease) outcomeWritten(err error) {
+	c, item := l.core, &l.outcome
+	defer l.end()
+	if err != nil {
+		if IsLeaseLost(err) {
+			c.stats.fencedWrites.Add(1)
+			if l.lose("outcome refused") {
+				c.stats.leasesLost.Add(1)
+			}
+			c.logger.Warn("leasehold: job outcome not written, lease lost", "job_id", l.row.ID, "token", l.token, "error", err)
+		}
+		return
+	}
+	c.stats.countOutcome(item)
+	if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
+		c.wakeQueue(l.row.Queue)
+	}
+}
+
+// end releases the lease and frees its job's slot.
+func (l *lease) end() {
+	l.core.leases.remove(l)
+	l.producer.jobDone()
 }
 
 // leaseSet is the set of leases a client holds.

@@ -1,11 +1,122 @@
 package leasehold
 
 import (
+	"context"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
 )
+
+// Wake-ups: a producer claims on its poll interval and whenever it is
+// woken. It is woken by this client's own inserts (wakeForInserts, right
+// after the insert returns), by the database's insert notifications of
+// other clients' inserts (listen, notified; a notification of this
+// client's own insert is recognised and skipped, ownNotices), and by jobs
+// that become claimable again here (wakeQueue: an expired lease reclaimed,
+// a job released or snoozed into the past, a periodic slot, an operator's
+// retry).
+
+// listen forwards the database's insert notifications to the producers,
+// reconnecting after failures, until ctx ends.
+func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
+	var once sync.Once
+	markReady := func() { once.Do(func() { close(ready) }) }
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.notifier.ListenInserts(ctx, func() {
+			c.ownNotices.setListening(true)
+			markReady()
+			wait = 100 * time.Millisecond
+		}, c.notified)
+		c.ownNotices.setListening(false)
+		if ctx.Err() != nil {
+			return
+		}
+		c.logger.Warn("leasehold: insert notifications lost; polling until reconnected", "error", err)
+		// Jobs inserted while not listening are found by the next claim.
+		for _, p := range c.producers {
+			p.wakeupFromHead()
+		}
+		sleepCtx(ctx, wait)
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// notified wakes the producer of the notice's queue, unless the notice is of
+// this client's own insert, which woke it already.
+func (c *clientCore) notified(n driver.InsertNotice) {
+	if c.ownNotices.own(n) {
+		return
+	}
+	if p := c.producers[n.Queue]; p != nil {
+		p.wakeupForNotice()
+	}
+}
+
+// wakeQueue asks the queue's producer, if this client works the queue, to
+// claim soon, from the head of the claim order: jobs may have become
+// claimable anywhere in it.
+func (c *clientCore) wakeQueue(queue string) {
+	if p := c.producers[queue]; p != nil {
+		p.wakeupFromHead()
+	}
+}
+
+// wakeForInsert asks the queue's producer, if this client works the queue,
+// to claim soon the jobs an insert made available, the first of which in
+// claim order is at position at.
+func (c *clientCore) wakeForInsert(queue string, at driver.ClaimPosition) {
+	if p := c.producers[queue]; p != nil {
+		p.wakeupFor(at)
+	}
+}
+
+// wakeForInserts wakes the producer of each queue for the jobs an insert
+// made available there, the first of which in claim order is at the
+// queue's position.
+func (c *clientCore) wakeForInserts(first map[string]driver.ClaimPosition) {
+	for queue, at := range first {
+		c.wakeForInsert(queue, at)
+	}
+}
+
+// keepFirst records at as queue's position in first when it sorts before
+// the one recorded.
+func keepFirst(first map[string]driver.ClaimPosition, queue string, at driver.ClaimPosition) {
+	if cur, ok := first[queue]; !ok || at.Compare(cur) < 0 {
+		first[queue] = at
+	}
+}
+
+// afterEveryCursor is a schedule later than any producer's position.
+var afterEveryCursor = time.Unix(1<<40, 0)
+
+// insertPosition is where a job inserted without returning its row sorts in
+// claim order, as far as the client can tell: a job without a schedule gets
+// the database's current time, which no claim that ended before the insert
+// began has passed, so it sorts after every cursor of its priority (a claim
+// running meanwhile may pass it: producers return to the head at least once
+// per poll interval).
+func insertPosition(p *driver.JobInsertParams) driver.ClaimPosition {
+	at := driver.ClaimPosition{Priority: p.Priority, ScheduledAt: afterEveryCursor, ID: math.MaxInt64}
+	if p.ScheduledAt != nil {
+		at.ScheduledAt = *p.ScheduledAt
+	}
+	return at
+}
+
+// tracking returns ctx for an insert: when the client wakes its own
+// producers after it (wake) and hears notifications, ctx carries the
+// tracker through which the driver names the insert's notifications, so
+// that the listener does not wake the producers a second time.
+func (c *clientCore) tracking(ctx context.Context, wake bool) context.Context {
+	if !wake || c.ownNotices == nil || len(c.producers) == 0 {
+		return ctx
+	}
+	return driver.WithSenderTracker(ctx, c.ownNotices)
+}
 
 // ownNotices recognises the insert notifications of the client's own
 // inserts. After an insert outside a transaction the client wakes the
