@@ -92,14 +92,14 @@ func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 	}
 	serviceCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go c.completer.run(serviceCtx)
-	c.handlerBase = serviceCtx
-	c.stopping.Store(true)
+	go c.core.completer.run(serviceCtx)
+	c.core.handlerBase = serviceCtx
+	c.core.stopping.Store(true)
 	p := newProducer(defaultQueue, 1, nil)
-	if err := c.claimAndStart(ctx, p, 1); err != nil {
+	if err := c.core.claimAndStart(ctx, p, 1); err != nil {
 		t.Fatal(err)
 	}
-	c.leases.wg.Wait()
+	c.core.leases.wg.Wait()
 
 	row, err := c.JobGet(ctx, res.Job.ID)
 	if err != nil {
@@ -138,14 +138,14 @@ func TestInterruptReachesHandlerStartingLate(t *testing.T) {
 	}
 	serviceCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go c.completer.run(serviceCtx)
-	c.handlerBase = serviceCtx
-	c.interruptHandlers() // finds no lease yet
+	go c.core.completer.run(serviceCtx)
+	c.core.handlerBase = serviceCtx
+	c.core.interruptHandlers() // finds no lease yet
 	p := newProducer(defaultQueue, 1, nil)
-	if err := c.claimAndStart(ctx, p, 1); err != nil {
+	if err := c.core.claimAndStart(ctx, p, 1); err != nil {
 		t.Fatal(err)
 	}
-	c.leases.wg.Wait()
+	c.core.leases.wg.Wait()
 	if !errors.Is(cause, ErrClientStopping) {
 		t.Fatalf("handler context cause = %v, want ErrClientStopping", cause)
 	}

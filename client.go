@@ -18,9 +18,28 @@ import (
 // driver's transaction type (pgx.Tx for package postgres, *sql.Tx for
 // package sqlite), taken by the transactional methods.
 type Client[TTx any] struct {
-	*clientCore
+	core   *clientCore
 	driver driver.Driver[TTx]
 }
+
+// Start begins working jobs: it starts a claim loop per queue, the
+// heartbeater, the completer, the stuck watcher and, when the database can
+// push them, insert notifications. Jobs run until Stop or StopAndCancel;
+// ctx only bounds start-up.
+func (c *Client[TTx]) Start(ctx context.Context) error { return c.core.start(ctx) }
+
+// Stop stops the client gracefully: it stops claiming, waits for running
+// handlers to return and their outcomes to be written, then stops the
+// background services. If ctx ends first, the remaining handlers' contexts
+// are cancelled (cause ErrClientStopping), Stop waits for them to return,
+// and returns ctx's error. Jobs claimed but not yet started are released,
+// not failed.
+func (c *Client[TTx]) Stop(ctx context.Context) error { return c.core.stop(ctx) }
+
+// StopAndCancel cancels every running handler's context at once (cause
+// ErrClientStopping) and then stops like Stop. Interrupted handlers' errors
+// are recorded as failed attempts and retried as usual.
+func (c *Client[TTx]) StopAndCancel(ctx context.Context) error { return c.core.stopAndCancel(ctx) }
 
 // clientCore is the part of the client that does not depend on the
 // transaction type: the lease machinery.
@@ -105,7 +124,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 	}
 	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
-	c := &Client[TTx]{clientCore: core, driver: d}
+	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
 	return c, nil
 }
@@ -115,16 +134,13 @@ func (c *Client[TTx]) Driver() driver.Driver[TTx] { return c.driver }
 
 // Owner returns the lease owner this client writes on the jobs it claims
 // ("host:pid:id").
-func (c *clientCore) Owner() string { return c.owner }
+func (c *Client[TTx]) Owner() string { return c.core.owner }
 
 // Stats returns the client's counters.
-func (c *clientCore) Stats() Stats { return c.stats.snapshot() }
+func (c *Client[TTx]) Stats() Stats { return c.core.stats.snapshot() }
 
-// Start begins working jobs: it starts a claim loop per queue, the
-// heartbeater, the completer, the stuck watcher and, when the database can
-// push them, insert notifications. Jobs run until Stop or StopAndCancel;
-// ctx only bounds start-up.
-func (c *clientCore) Start(ctx context.Context) error {
+// start is Client.Start.
+func (c *clientCore) start(ctx context.Context) error {
 	if len(c.workers) == 0 {
 		return ErrNoWorkers
 	}
@@ -182,13 +198,8 @@ func (c *clientCore) goService(ctx context.Context, run func(context.Context)) {
 	}()
 }
 
-// Stop stops the client gracefully: it stops claiming, waits for running
-// handlers to return and their outcomes to be written, then stops the
-// background services. If ctx ends first, the remaining handlers' contexts
-// are cancelled (cause ErrClientStopping), Stop waits for them to return,
-// and returns ctx's error. Jobs claimed but not yet started are released,
-// not failed.
-func (c *clientCore) Stop(ctx context.Context) error {
+// stop is Client.Stop.
+func (c *clientCore) stop(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.started {
@@ -220,10 +231,8 @@ func (c *clientCore) Stop(ctx context.Context) error {
 	return nil
 }
 
-// StopAndCancel cancels every running handler's context at once (cause
-// ErrClientStopping) and then stops like Stop. Interrupted handlers' errors
-// are recorded as failed attempts and retried as usual.
-func (c *clientCore) StopAndCancel(ctx context.Context) error {
+// stopAndCancel is Client.StopAndCancel.
+func (c *clientCore) stopAndCancel(ctx context.Context) error {
 	c.mu.Lock()
 	started := c.started
 	if started {
@@ -234,7 +243,7 @@ func (c *clientCore) StopAndCancel(ctx context.Context) error {
 	if !started {
 		return ErrNotStarted
 	}
-	return c.Stop(ctx)
+	return c.stop(ctx)
 }
 
 // interruptHandlers cancels the context of every running handler with

@@ -15,34 +15,34 @@ import (
 // with the key is unfinished, the existing job is returned with
 // UniqueSkipped set.
 func (c *Client[TTx]) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
-	return c.insertOne(ctx, c.exec, args, opts, true)
+	return c.core.insertOne(ctx, c.core.exec, args, opts, true)
 }
 
 // InsertTx inserts one job inside the caller's transaction: it exists only
 // if the transaction commits, and becomes claimable then.
 func (c *Client[TTx]) InsertTx(ctx context.Context, tx TTx, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
-	return c.insertOne(ctx, c.driver.UnwrapExecutor(tx), args, opts, false)
+	return c.core.insertOne(ctx, c.driver.UnwrapExecutor(tx), args, opts, false)
 }
 
 // InsertMany inserts jobs in one round trip and returns them in order.
 func (c *Client[TTx]) InsertMany(ctx context.Context, params []InsertManyParams) ([]*InsertResult, error) {
-	return c.insertMany(ctx, c.exec, params, true)
+	return c.core.insertMany(ctx, c.core.exec, params, true)
 }
 
 // InsertManyTx is InsertMany inside the caller's transaction.
 func (c *Client[TTx]) InsertManyTx(ctx context.Context, tx TTx, params []InsertManyParams) ([]*InsertResult, error) {
-	return c.insertMany(ctx, c.driver.UnwrapExecutor(tx), params, false)
+	return c.core.insertMany(ctx, c.driver.UnwrapExecutor(tx), params, false)
 }
 
 // InsertManyFast inserts jobs in bulk (COPY on Postgres) and returns how many
 // it inserted, without returning the rows. Jobs may not have unique keys.
 func (c *Client[TTx]) InsertManyFast(ctx context.Context, params []InsertManyParams) (int, error) {
-	return c.insertFast(ctx, c.exec, params, true)
+	return c.core.insertFast(ctx, c.core.exec, params, true)
 }
 
 // InsertManyFastTx is InsertManyFast inside the caller's transaction.
 func (c *Client[TTx]) InsertManyFastTx(ctx context.Context, tx TTx, params []InsertManyParams) (int, error) {
-	return c.insertFast(ctx, c.driver.UnwrapExecutor(tx), params, false)
+	return c.core.insertFast(ctx, c.driver.UnwrapExecutor(tx), params, false)
 }
 
 func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args JobArgs, opts *InsertOpts, wake bool) (*InsertResult, error) {

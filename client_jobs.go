@@ -20,7 +20,7 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 	if job == nil {
 		return fmt.Errorf("%w: job is nil", ErrInvalidArgs)
 	}
-	l := c.leases.get(job.ID, job.LeaseToken)
+	l := c.core.leases.get(job.ID, job.LeaseToken)
 	if l != nil {
 		// The completion locks the row until tx ends: stop renewing it, so
 		// the heartbeat statement never waits on the caller's transaction.
@@ -36,10 +36,10 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 		return fmt.Errorf("leasehold: complete job %d: %w", job.ID, err)
 	}
 	if len(written) == 0 {
-		c.stats.fencedWrites.Add(1)
+		c.core.stats.fencedWrites.Add(1)
 		lle := &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the fencing token is no longer current or the lease expired"}
 		if l != nil && l.lose(lle.Reason) {
-			c.stats.leasesLost.Add(1)
+			c.core.stats.leasesLost.Add(1)
 		}
 		return lle
 	}
@@ -48,7 +48,7 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 
 // Ping checks that the database answers, by reading its clock: the
 // cheapest round trip, for health checks.
-func (c *clientCore) Ping(ctx context.Context) error {
+func (c *Client[TTx]) Ping(ctx context.Context) error {
 	if _, err := c.Now(ctx); err != nil {
 		return err
 	}
@@ -57,8 +57,8 @@ func (c *clientCore) Ping(ctx context.Context) error {
 
 // Now returns the database clock, the one every lease is measured on: use
 // it, not the local clock, to show how long a lease has left.
-func (c *clientCore) Now(ctx context.Context) (time.Time, error) {
-	now, err := c.exec.Now(ctx)
+func (c *Client[TTx]) Now(ctx context.Context) (time.Time, error) {
+	now, err := c.core.exec.Now(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("leasehold: read database clock: %w", err)
 	}
@@ -66,8 +66,8 @@ func (c *clientCore) Now(ctx context.Context) (time.Time, error) {
 }
 
 // JobGet returns a job by ID, or ErrNotFound.
-func (c *clientCore) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	row, err := c.exec.JobGet(ctx, id)
+func (c *Client[TTx]) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	row, err := c.core.exec.JobGet(ctx, id)
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
@@ -94,7 +94,7 @@ type JobListParams struct {
 }
 
 // JobList lists jobs, newest first.
-func (c *clientCore) JobList(ctx context.Context, params *JobListParams) ([]*leasetype.JobRow, error) {
+func (c *Client[TTx]) JobList(ctx context.Context, params *JobListParams) ([]*leasetype.JobRow, error) {
 	p := JobListParams{}
 	if params != nil {
 		p = *params
@@ -107,7 +107,7 @@ func (c *clientCore) JobList(ctx context.Context, params *JobListParams) ([]*lea
 			return nil, fmt.Errorf("%w: unknown state %q", ErrInvalidArgs, s)
 		}
 	}
-	rows, err := c.exec.JobList(ctx, &driver.JobListParams{
+	rows, err := c.core.exec.JobList(ctx, &driver.JobListParams{
 		States: p.States, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey, BeforeID: p.BeforeID, Limit: p.Limit,
 	})
 	if err != nil {
@@ -118,11 +118,11 @@ func (c *clientCore) JobList(ctx context.Context, params *JobListParams) ([]*lea
 
 // JobAttempts returns a job's attempt history, oldest first: one row per
 // lease that has ended. A lease still held is on the job row.
-func (c *clientCore) JobAttempts(ctx context.Context, id int64) ([]*leasetype.AttemptRow, error) {
+func (c *Client[TTx]) JobAttempts(ctx context.Context, id int64) ([]*leasetype.AttemptRow, error) {
 	if _, err := c.JobGet(ctx, id); err != nil {
 		return nil, err
 	}
-	rows, err := c.exec.JobAttempts(ctx, id)
+	rows, err := c.core.exec.JobAttempts(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: get attempts of job %d: %w", id, err)
 	}
@@ -132,8 +132,8 @@ func (c *clientCore) JobAttempts(ctx context.Context, id int64) ([]*leasetype.At
 // JobRetry makes a job that is not running available now, with its error
 // and expiry counts reset: a discarded, cancelled, completed, stuck,
 // retryable or scheduled job runs again.
-func (c *clientCore) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	return c.setState(ctx, c.exec, "retry", &driver.JobSetStateParams{
+func (c *Client[TTx]) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	return c.core.setState(ctx, c.core.exec, "retry", &driver.JobSetStateParams{
 		ID: id, State: leasetype.JobStateAvailable, ResetErrors: true,
 		FromStates: []leasetype.JobState{
 			leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateCompleted,
@@ -150,15 +150,15 @@ func (c *clientCore) JobRetry(ctx context.Context, id int64) (*leasetype.JobRow,
 // the handler completes it first, or returns Permanent, which stand. The
 // returned row is then still running, with CancelRequestedAt set. A
 // finished job returns ErrJobState.
-func (c *clientCore) JobCancel(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (c *Client[TTx]) JobCancel(ctx context.Context, id int64) (*leasetype.JobRow, error) {
 	// The job may move between running and waiting while we look; a few
 	// rounds settle it.
 	for range 3 {
-		row, err := c.setState(ctx, c.exec, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
+		row, err := c.core.setState(ctx, c.core.exec, "cancel", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateCancelled, FromStates: waitingOrStuck()})
 		if err == nil || !errors.Is(err, ErrJobState) || row == nil || row.State != leasetype.JobStateRunning {
 			return row, err
 		}
-		row, running, err := c.exec.JobCancelRunning(ctx, id)
+		row, running, err := c.core.exec.JobCancelRunning(ctx, id)
 		if errors.Is(err, driver.ErrNotFound) {
 			return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 		}
@@ -173,8 +173,8 @@ func (c *clientCore) JobCancel(ctx context.Context, id int64) (*leasetype.JobRow
 }
 
 // JobDiscard discards a job that is waiting or stuck.
-func (c *clientCore) JobDiscard(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	return c.setState(ctx, c.exec, "discard", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateDiscarded, FromStates: waitingOrStuck()})
+func (c *Client[TTx]) JobDiscard(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	return c.core.setState(ctx, c.core.exec, "discard", &driver.JobSetStateParams{ID: id, State: leasetype.JobStateDiscarded, FromStates: waitingOrStuck()})
 }
 
 // Resolution is how a stuck job is settled.
@@ -192,12 +192,12 @@ const (
 
 // ResolveStuck settles a stuck job after reconciliation; note says why and
 // is kept as the job's last error.
-func (c *clientCore) ResolveStuck(ctx context.Context, id int64, as Resolution, note string) (*leasetype.JobRow, error) {
+func (c *Client[TTx]) ResolveStuck(ctx context.Context, id int64, as Resolution, note string) (*leasetype.JobRow, error) {
 	p, err := resolveParams(id, as, note)
 	if err != nil {
 		return nil, err
 	}
-	return c.setState(ctx, c.exec, "resolve", p)
+	return c.core.setState(ctx, c.core.exec, "resolve", p)
 }
 
 // ResolveStuckTx is ResolveStuck inside the caller's transaction, so that a
@@ -209,7 +209,7 @@ func (c *Client[TTx]) ResolveStuckTx(ctx context.Context, tx TTx, id int64, as R
 	if err != nil {
 		return nil, err
 	}
-	return c.setState(ctx, c.driver.UnwrapExecutor(tx), "resolve", p)
+	return c.core.setState(ctx, c.driver.UnwrapExecutor(tx), "resolve", p)
 }
 
 func resolveParams(id int64, as Resolution, note string) (*driver.JobSetStateParams, error) {
@@ -231,8 +231,8 @@ func resolveParams(id int64, as Resolution, note string) (*driver.JobSetStatePar
 type QueueStateCount = driver.QueueStateCount
 
 // JobCounts counts jobs per queue and state.
-func (c *clientCore) JobCounts(ctx context.Context) ([]*QueueStateCount, error) {
-	counts, err := c.exec.JobCountByState(ctx)
+func (c *Client[TTx]) JobCounts(ctx context.Context) ([]*QueueStateCount, error) {
+	counts, err := c.core.exec.JobCountByState(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: count jobs: %w", err)
 	}
@@ -270,8 +270,8 @@ type ThroughputCount = driver.ThroughputCount
 // JobThroughput counts the attempts that ended since the given time, per
 // queue, minute and outcome, oldest minute first: completions, failures and
 // lease expiries over time.
-func (c *clientCore) JobThroughput(ctx context.Context, since time.Time) ([]*ThroughputCount, error) {
-	counts, err := c.exec.JobThroughput(ctx, &driver.JobThroughputParams{Since: since})
+func (c *Client[TTx]) JobThroughput(ctx context.Context, since time.Time) ([]*ThroughputCount, error) {
+	counts, err := c.core.exec.JobThroughput(ctx, &driver.JobThroughputParams{Since: since})
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: count throughput: %w", err)
 	}
@@ -284,8 +284,8 @@ type QueueBacklog = driver.QueueBacklog
 
 // QueueBacklog returns the backlog of every queue with claimable jobs,
 // measured on the database clock.
-func (c *clientCore) QueueBacklog(ctx context.Context) ([]*QueueBacklog, error) {
-	backlog, err := c.exec.QueueBacklog(ctx)
+func (c *Client[TTx]) QueueBacklog(ctx context.Context) ([]*QueueBacklog, error) {
+	backlog, err := c.core.exec.QueueBacklog(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: measure backlog: %w", err)
 	}

@@ -23,18 +23,18 @@ type QueueInfo struct {
 // QueuePause pauses a queue for every client: from now on no client claims
 // its jobs (the check is part of the claim statement). Running jobs go on
 // and finish. Inserts into a paused queue are accepted and wait.
-func (c *clientCore) QueuePause(ctx context.Context, name string) error {
-	return c.queueSetPaused(ctx, name, true)
+func (c *Client[TTx]) QueuePause(ctx context.Context, name string) error {
+	return c.core.queueSetPaused(ctx, name, true)
 }
 
 // QueueResume resumes a paused queue. Clients claim from it again at once
 // when the database can notify them (Postgres), else within their poll
 // interval (default 1 s).
-func (c *clientCore) QueueResume(ctx context.Context, name string) error {
-	if err := c.queueSetPaused(ctx, name, false); err != nil {
+func (c *Client[TTx]) QueueResume(ctx context.Context, name string) error {
+	if err := c.core.queueSetPaused(ctx, name, false); err != nil {
 		return err
 	}
-	c.wakeQueue(name)
+	c.core.wakeQueue(name)
 	return nil
 }
 
@@ -54,8 +54,8 @@ func (c *clientCore) queueSetPaused(ctx context.Context, name string, paused boo
 
 // QueueList returns the control state of every queue that has been paused
 // or resumed, in name order. Queues never paused are active and have no entry.
-func (c *clientCore) QueueList(ctx context.Context) ([]*QueueInfo, error) {
-	rows, err := c.exec.QueueList(ctx)
+func (c *Client[TTx]) QueueList(ctx context.Context) ([]*QueueInfo, error) {
+	rows, err := c.core.exec.QueueList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: list queues: %w", err)
 	}

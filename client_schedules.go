@@ -13,8 +13,8 @@ type PeriodicSchedule = driver.PeriodicRow
 
 // PeriodicSchedules returns every periodic schedule registered in the
 // database (by any client), in name order.
-func (c *clientCore) PeriodicSchedules(ctx context.Context) ([]*PeriodicSchedule, error) {
-	rows, err := c.exec.PeriodicList(ctx)
+func (c *Client[TTx]) PeriodicSchedules(ctx context.Context) ([]*PeriodicSchedule, error) {
+	rows, err := c.core.exec.PeriodicList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: list periodic schedules: %w", err)
 	}

@@ -197,7 +197,7 @@ func TestClientHandlersReusedAndStopped(t *testing.T) {
 		s := c.Stats()
 		return s.Completed+s.Discarded == jobs
 	})
-	pool := c.producers[defaultQueue].handlers
+	pool := c.core.producers[defaultQueue].handlers
 	// A goroutine that just freed its worker slot may not wait for a job
 	// yet when the next claim hands one out: at most one such per slot.
 	if n := pool.live.Load(); n > 2*4 {

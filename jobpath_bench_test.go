@@ -74,16 +74,16 @@ func BenchmarkJobPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	exec := &memExec{Executor: c.exec}
-	c.exec, c.completer.exec = exec, exec
+	exec := &memExec{Executor: c.core.exec}
+	c.core.exec, c.core.completer.exec = exec, exec
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// As Start sets it: a parent that is never cancelled, so a handler's
 	// context does not register with it.
-	c.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)
-	hb := &heartbeater{exec: exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats}
+	c.core.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)
+	hb := &heartbeater{exec: exec, leases: c.core.leases, writeMu: c.core.completer.writeMu, logger: c.core.logger, stats: &c.core.stats}
 	go hb.run(ctx)
-	go c.completer.run(ctx)
+	go c.core.completer.run(ctx)
 	p := newProducer(defaultQueue, batch, nil)
 	p.handlers.open()
 	defer p.handlers.close()
@@ -91,10 +91,10 @@ func BenchmarkJobPath(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := processCPU()
 	for done := 0; done < b.N; done += batch {
-		if err := c.claimAndStart(ctx, p, min(batch, b.N-done)); err != nil {
+		if err := c.core.claimAndStart(ctx, p, min(batch, b.N-done)); err != nil {
 			b.Fatal(err)
 		}
-		c.leases.wg.Wait()
+		c.core.leases.wg.Wait()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")

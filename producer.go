@@ -270,7 +270,7 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 			return err
 		}
 		p.claimed(len(res.rows) == limit || res.capped, res.retryIn)
-		c.start(p, res.rows, sentAt)
+		c.startJobs(p, res.rows, sentAt)
 		return nil
 	}
 	params := c.claimParams(p.queue, limit)
@@ -284,14 +284,14 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 	// them to end already wakes the loop when the claim was full.
 	p.claimed(len(rows) == limit, 0)
 	p.advance(rows, len(rows) == limit)
-	c.start(p, rows, sentAt)
+	c.startJobs(p, rows, sentAt)
 	return nil
 }
 
-// start counts claimed rows as running on p and starts their handlers.
+// startJobs counts claimed rows as running on p and starts their handlers.
 // sentAt is when the claim was sent: the local lease deadline counts from
 // there, since the database computed the expiry at or after it.
-func (c *clientCore) start(p *producer, rows []*leasetype.JobRow, sentAt time.Time) {
+func (c *clientCore) startJobs(p *producer, rows []*leasetype.JobRow, sentAt time.Time) {
 	if len(rows) == 0 {
 		return
 	}
