@@ -9,10 +9,21 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// Middleware is a value in Config.Middleware. It implements one or more of
-// InsertMiddleware, WorkMiddleware and HeartbeatObserver; the client finds
-// each by type assertion. Tracing and metrics packages plug in here.
-type Middleware = any
+// Middleware is a value in Config.Middleware: tracing and metrics packages
+// plug in here. Besides IsMiddleware (embed MiddlewareDefaults to get it),
+// a middleware implements one or more of InsertMiddleware, WorkMiddleware
+// and HeartbeatObserver; the client finds each by type assertion, and
+// NewClient refuses a middleware that implements none of them.
+type Middleware interface {
+	// IsMiddleware marks the type as meant for Config.Middleware.
+	IsMiddleware() bool
+}
+
+// MiddlewareDefaults implements Middleware; embed it in a middleware type.
+type MiddlewareDefaults struct{}
+
+// IsMiddleware returns true.
+func (MiddlewareDefaults) IsMiddleware() bool { return true }
 
 // InsertMiddleware sees every insert call before it reaches the database.
 // It may change the jobs' options (typically adding metadata, such as a trace

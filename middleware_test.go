@@ -25,6 +25,7 @@ func (traceArgs) Kind() string { return "trace" }
 // recordingMiddleware implements every middleware capability and records
 // what it saw.
 type recordingMiddleware struct {
+	leasehold.MiddlewareDefaults
 	name string
 	mu   sync.Mutex
 	log  *[]string
@@ -143,7 +144,7 @@ func TestMiddleware(t *testing.T) {
 	if outer.heartbeats == 0 {
 		t.Fatalf("no heartbeat observed during a job longer than the TTL")
 	}
-	if _, err := leasehold.NewClient(d, &leasehold.Config{Middleware: []leasehold.Middleware{42}}); !errors.Is(err, leasehold.ErrInvalidConfig) {
+	if _, err := leasehold.NewClient(d, &leasehold.Config{Middleware: []leasehold.Middleware{leasehold.MiddlewareDefaults{}}}); !errors.Is(err, leasehold.ErrInvalidConfig) {
 		t.Fatalf("NewClient with a middleware of no known kind = %v, want ErrInvalidConfig", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 // heartbeatCounter observes every batched renewal.
 type heartbeatCounter struct {
+	leasehold.MiddlewareDefaults
 	statements, leases, errors atomic.Int64
 	maxRTT                     atomic.Int64
 }

@@ -81,12 +81,14 @@ type Options struct {
 // leasehold.WorkMiddleware; put it in Config.Middleware. It is safe for
 // concurrent use.
 type Middleware struct {
+	leasehold.MiddlewareDefaults
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	link       bool
 }
 
 var (
+	_ leasehold.Middleware       = (*Middleware)(nil)
 	_ leasehold.InsertMiddleware = (*Middleware)(nil)
 	_ leasehold.WorkMiddleware   = (*Middleware)(nil)
 )

@@ -92,6 +92,7 @@ func cleanBuckets(b []float64, def func() []float64) []float64 {
 // metrics read from the database and from Client.Stats are exported only
 // once it is bound. It is safe for concurrent use.
 type Collector struct {
+	leasehold.MiddlewareDefaults
 	opts   Options
 	source atomic.Pointer[Source]
 
