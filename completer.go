@@ -25,7 +25,7 @@ import (
 // frees only once its outcome is durable, while the handler's goroutine is
 // already free for the next job.
 type completer struct {
-	exec driver.Executor
+	exec finishExecutor
 	// writeMu is shared with the heartbeater: outcomes take it shared, a
 	// renewal exclusively, so a renewal and an outcome never lock rows in
 	// opposite orders.
@@ -47,6 +47,14 @@ type completer struct {
 	spare  []*finishRequest // run's: the buffer queued gets next
 }
 
+// finishExecutor is what the completer needs of a driver executor: the
+// batched outcome write, and a read of a job whose completion was refused
+// (CompleteTx may have written it).
+type finishExecutor interface {
+	JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error)
+	JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error)
+}
+
 // finishRequest is one lease to end and whom to tell the result.
 type finishRequest struct {
 	item  *driver.JobFinish
@@ -64,7 +72,7 @@ type outcomeWaiter interface {
 // completerFlushers is how many outcome statements may be in flight at once.
 const completerFlushers = 4
 
-func newCompleter(exec driver.Executor, writeMu *sync.RWMutex, maxBatch int, logger *slog.Logger) *completer {
+func newCompleter(exec finishExecutor, writeMu *sync.RWMutex, maxBatch int, logger *slog.Logger) *completer {
 	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, wake: make(chan struct{}, 1)}
 }
 

@@ -15,8 +15,12 @@ import (
 // finishExec is an executor whose JobFinish hands each call to the test,
 // which answers it.
 type finishExec struct {
-	driver.Executor // nil: the completer calls nothing else on success
-	calls           chan *finishCall
+	calls chan *finishCall
+}
+
+// JobGet finds no job: a refused completion is then a lost lease.
+func (e *finishExec) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+	return nil, driver.ErrNotFound
 }
 
 type finishCall struct {

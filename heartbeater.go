@@ -13,12 +13,17 @@ import (
 // per tick, and cancels the handlers of leases that are refused or whose
 // local deadline passes without a successful renewal.
 type heartbeater struct {
-	exec    driver.Executor
+	exec    renewExecutor
 	leases  *leaseSet
 	writeMu *sync.RWMutex // held exclusively: outcomes, which hold it shared, never interleave their row locks with a renewal's
 	logger  *slog.Logger
 	stats   *statsCounters
 	observe func(leases int, rtt time.Duration, err error)
+}
+
+// renewExecutor is what the heartbeater needs of a driver executor.
+type renewExecutor interface {
+	JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]int64, error)
 }
 
 // minHeartbeatWait bounds how often the loop wakes, whatever the TTLs.

@@ -14,8 +14,6 @@ import (
 // renewExec is an executor whose JobHeartbeat renews every lease it is
 // given and records when each was renewed.
 type renewExec struct {
-	driver.Executor // nil: the heartbeater calls nothing else
-
 	mu      sync.Mutex
 	renewed map[int64][]time.Time
 }
