@@ -57,7 +57,7 @@ func (c *clientCore) runJob(l *lease) {
 	}
 	if l.lost.Load() && err != nil {
 		// The handler most likely failed because its lease was lost: that is
-		// an expiry, which the watcher records, not a handler error.
+		// an expiry, which the expirer records, not a handler error.
 		l.end()
 		return
 	}

@@ -23,7 +23,7 @@ type Client[TTx any] struct {
 }
 
 // Start begins working jobs: it starts a claim loop per queue, the
-// heartbeater, the completer, the stuck watcher and, when the database can
+// heartbeater, the completer, the expirer and, when the database can
 // push them, insert notifications. Jobs run until Stop or StopAndCancel;
 // ctx only bounds start-up.
 func (c *Client[TTx]) Start(ctx context.Context) error { return c.core.start(ctx) }

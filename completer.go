@@ -174,7 +174,7 @@ func (c *completer) run(ctx context.Context) {
 }
 
 // flush writes one batch, retrying database errors until each lease's local
-// deadline; past it the lease is lost and the watcher will reclaim the job.
+// deadline; past it the lease is lost and the expirer will reclaim the job.
 // It calls failed after each failed write.
 func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed func()) {
 	wait := 20 * time.Millisecond

@@ -33,8 +33,10 @@ or the database cannot be reached before the local deadline, the handler's
 context is cancelled and context.Cause(ctx) is a *LeaseLostError. A handler
 must stop making outside effects when its context is done.
 
-A stuck watcher runs on every client (its writes are conditional, so running
-it everywhere is safe) once a second by default. It reclaims jobs whose lease
+The expirer (the stuck watcher of the lease pattern; it mostly makes jobs
+available again) runs on every client (its writes are conditional, so
+running it everywhere is safe) once a second by default
+(Config.WatcherInterval). It reclaims jobs whose lease
 expired on the database clock: under the retry policy (the default) the job
 is available again at once; under the stuck policy (WorkerOpts.ExpiryPolicy)
 it moves to the stuck state and waits for reconciliation (ResolveStuck),
@@ -44,7 +46,7 @@ A lease expiry is counted in the job's Expiries, not its Errors: a crash is
 not a handler error and does not use up MaxAttempts. After MaxExpiries
 expiries (default 5) a job moves to stuck even under the retry policy, so a
 job that kills its worker every time does not loop forever. A crashed
-worker's job is running again within its TTL plus the watcher interval.
+worker's job is running again within its TTL plus WatcherInterval.
 
 Each lease that ends appends one row to the attempt history
 (leasehold_attempt): attempt, token, owner, leased at, lease until, last

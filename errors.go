@@ -90,8 +90,9 @@ type cancelError struct{ err error }
 func (e *cancelError) Error() string { return "cancelled: " + e.err.Error() }
 func (e *cancelError) Unwrap() error { return e.err }
 
-// Cancel, returned from a handler, cancels the job: it moves to the cancelled
-// state and never runs again unless retried by hand. err says why.
+// Cancel returns an error that, returned from a handler, cancels the job:
+// it moves to the cancelled state and never runs again unless retried by
+// hand. err says why.
 func Cancel(err error) error {
 	if err == nil {
 		err = errors.New("cancelled by handler")
@@ -104,8 +105,9 @@ type snoozeError struct{ d time.Duration }
 
 func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.d) }
 
-// Snooze, returned from a handler, schedules the job to run again after d.
-// A snooze counts neither as an error nor against MaxAttempts.
+// Snooze returns an error that, returned from a handler, schedules the job
+// to run again after d. A snooze counts neither as an error nor against
+// MaxAttempts.
 func Snooze(d time.Duration) error {
 	if d < 0 {
 		d = 0

@@ -82,7 +82,7 @@ func ExampleClient_ResolveStuck() {
 		log.Fatal(err)
 	}
 
-	// This client's stuck watcher reclaims the expired lease.
+	// This client's expirer reclaims the expired lease.
 	if err := client.Start(ctx); err != nil {
 		log.Fatal(err)
 	}

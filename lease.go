@@ -70,7 +70,7 @@ func (l *lease) renewed(sentAt time.Time) {
 	l.deadline = sentAt.Add(l.ttl - l.ttl/10)
 }
 
-// localDeadline returns the local deadline and the time the next renewal is due.
+// times returns the local deadline and the time the next renewal is due.
 func (l *lease) times() (deadline, renewDue time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 
 // producer claims jobs of one queue, as many as it has free workers, and
 // starts them. It claims when woken (an insert on this client, a database
-// notification, a job returned by the watcher, a worker freed while a
+// notification, a job returned by the expirer, a worker freed while a
 // backlog remains) and on every poll interval.
 type producer struct {
 	queue      string
@@ -32,7 +32,7 @@ type producer struct {
 	// starts from the head after a claim that was not full, after a wake-up
 	// that may concern such a job (an insert of this client that sorts
 	// before the cursor, another client's insert while the cursor is past
-	// the first priority, the watcher, an operator's action, a failed
+	// the first priority, the expirer, an operator's action, a failed
 	// claim, a reconnect), and at least once per poll interval.
 	cursor    driver.ClaimPosition
 	hasCursor bool
@@ -255,11 +255,10 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 // One statement claims them all: a claim scans the claim index from its
 // head, past the entries of the jobs claimed before it that vacuum has not
 // removed yet, so few large claims cost the database less per job than many
-// small ones (splitting each claim into two concurrent statements of half
-// the size, tried, cost about a sixth of the drain throughput). The
-// producer may overlap two claims instead, when enough workers free up
-// while one runs.
-// Claims of a queue with fleet-wide limits are one transaction.
+// small ones: two concurrent statements of half the size each drain about a
+// sixth slower than one. The producer may overlap two claims instead, when
+// enough workers free up while one runs. Claims of a queue with fleet-wide
+// limits are one transaction (claimLimited).
 func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) error {
 	// The local lease deadline counts from before the claim was sent: the
 	// database computed the lease's expiry at or after this moment.

@@ -33,7 +33,7 @@ type Stats struct {
 	LeasesLost int64 `json:"leases_lost"`
 	// FencedWrites counts this client's writes refused by the fencing check.
 	FencedWrites int64 `json:"fenced_writes"`
-	// Expired counts expired leases (of any client) this client's watcher reclaimed.
+	// Expired counts expired leases (of any client) this client's expirer reclaimed.
 	Expired int64 `json:"expired"`
 	// HeartbeatStatements counts batched renewal statements sent.
 	HeartbeatStatements int64 `json:"heartbeat_statements"`

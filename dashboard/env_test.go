@@ -173,7 +173,7 @@ func (e *env) finish(id int64, state leasetype.JobState, outcome leasetype.Attem
 }
 
 // makeStuck leases the job under the stuck policy with a short TTL, lets the
-// lease lapse and reclaims it, as the watcher would after a crash.
+// lease lapse and reclaims it, as the expirer would after a crash.
 func (e *env) makeStuck(id int64) {
 	e.t.Helper()
 	e.claimOne(e.job(id).Queue, 50*time.Millisecond, []string{chargeKind}, id)

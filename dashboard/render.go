@@ -230,7 +230,7 @@ func relTime(v any, now time.Time) string {
 
 // leaseLeft is the time left on a lease, on the database clock when the
 // source can read it (see handler.clock). A negative result means the lease
-// has lapsed and waits for the watcher.
+// has lapsed and waits for the expirer.
 func leaseLeft(until *time.Time, now time.Time) time.Duration {
 	if until == nil {
 		return 0

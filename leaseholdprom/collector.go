@@ -197,7 +197,7 @@ func New(opts *Options) *Collector {
 			func(s leasehold.Stats) int64 { return s.LeasesLost }),
 		counter("leasehold_fenced_writes_rejected_total", "Writes of this client refused by the fencing-token check.",
 			func(s leasehold.Stats) int64 { return s.FencedWrites }),
-		counter("leasehold_leases_expired_total", "Expired leases (of any client) reclaimed by this client's stuck watcher.",
+		counter("leasehold_leases_expired_total", "Expired leases (of any client) reclaimed by this client's expirer.",
 			func(s leasehold.Stats) int64 { return s.Expired }),
 		counter("leasehold_heartbeat_statements_total", "Batched lease renewal statements this client sent.",
 			func(s leasehold.Stats) int64 { return s.HeartbeatStatements }),

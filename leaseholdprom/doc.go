@@ -53,7 +53,7 @@ Counters of the bound client, from Client.Stats:
 	leasehold_leases_released_total
 	leasehold_leases_lost_total
 	leasehold_fenced_writes_rejected_total
-	leasehold_leases_expired_total           expired leases reclaimed by the watcher
+	leasehold_leases_expired_total           expired leases reclaimed by the expirer
 	leasehold_heartbeat_statements_total
 	leasehold_handler_seconds_total
 

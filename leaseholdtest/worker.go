@@ -238,7 +238,7 @@ func (w *Worker[T, TTx]) run(ctx context.Context, t TB, client *leasehold.Client
 	}
 
 	// The lease has ended when its attempt row exists: written with the
-	// handler's outcome, or by the watcher when the lease expired.
+	// handler's outcome, or by the expirer when the lease expired.
 	exec := w.d.GetExecutor()
 	var attempts []*leasetype.AttemptRow
 	for {

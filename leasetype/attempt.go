@@ -14,7 +14,7 @@ const (
 	// OutcomePanicked: the handler panicked; the error holds the stack.
 	OutcomePanicked AttemptOutcome = "panicked"
 	// OutcomeLeaseExpired: the lease expired before the holder finished (it
-	// crashed, paused or lost the database) and the watcher reclaimed the job.
+	// crashed, paused or lost the database) and the expirer reclaimed the job.
 	OutcomeLeaseExpired AttemptOutcome = "lease_expired"
 	// OutcomeReleased: the client gave the lease back without running the
 	// handler (it was stopping) or the kind is not registered on it.

@@ -176,7 +176,7 @@ func testClientPausedPastLease[TTx any](t *testing.T, b Backend[TTx]) {
 
 // testClientCrashRecovery: the jobs of a client that vanishes (no more
 // heartbeats, no outcomes) are running again elsewhere within their TTL plus
-// about a second, with the default watcher interval; the expiry is not
+// about a second, with the default expirer interval (WatcherInterval); the expiry is not
 // counted as an error.
 func testClientCrashRecovery[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
@@ -203,7 +203,7 @@ func testClientCrashRecovery[TTx any](t *testing.T, b Backend[TTx]) {
 		if len(runs) != 1 {
 			t.Fatalf("job %d ran %d times on the survivor, want 1", id, len(runs))
 		}
-		// TTL plus the watcher interval (1 s) at most, plus room for a
+		// TTL plus the expirer interval (1 s) at most, plus room for a
 		// loaded test machine.
 		took := runs[0].at.Sub(crashAt)
 		if took > ttl+2*time.Second {

@@ -9,7 +9,7 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// exerciseExpire specifies JobExpire, the stuck watcher's statement.
+// exerciseExpire specifies JobExpire, the expirer's statement.
 func exerciseExpire[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
 

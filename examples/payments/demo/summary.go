@@ -32,7 +32,7 @@ type Summary struct {
 	// status disagrees with the PSP's ledger (charged but not recorded
 	// succeeded, or recorded succeeded without a charge). Must be 0.
 	Lost int64 `json:"lost"`
-	// LeaseExpiries counts expired leases reclaimed by the stuck watchers.
+	// LeaseExpiries counts expired leases reclaimed by the expirers.
 	LeaseExpiries int64 `json:"lease_expiries"`
 	// FencedWrites counts writes refused by the fencing token (renewals and
 	// completions of workers that had lost their lease).
