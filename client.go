@@ -42,6 +42,7 @@ type clientCore struct {
 	completer  *completer
 	stats      statsCounters
 	producers  map[string]*producer
+	events     *eventHub // Subscribe's subscriptions
 
 	mu       sync.Mutex // guards started and the run state below
 	started  bool
@@ -105,6 +106,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 			core.producers[name] = newProducer(name, q.MaxWorkers, newFlowLimits(q, core.workers))
 		}
 	}
+	core.events = newEventHub(&core.stats.eventsDropped)
 	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
 	c := &Client[TTx]{clientCore: core, driver: d}
 	core.client = c
@@ -149,6 +151,7 @@ func (c *clientCore) Start(ctx context.Context) error {
 		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
 		OnExpired: func(rows []*leasetype.JobRow) {
 			c.stats.expired.Add(int64(len(rows)))
+			c.events.expired(rows)
 			for _, r := range rows {
 				if r.State == leasetype.JobStateAvailable {
 					c.wakeQueue(r.Queue)

@@ -104,6 +104,7 @@ func (l *lease) lose(reason string) bool {
 		return false
 	}
 	l.interrupt(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
+	l.lostEvent(reason)
 	return true
 }
 

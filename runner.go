@@ -351,6 +351,7 @@ func (l *lease) outcomeWritten(err error) {
 		return
 	}
 	c.stats.countOutcome(item)
+	c.events.outcome(l.row, item)
 	if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
 		c.wakeQueue(l.row.Queue)
 	}
