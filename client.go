@@ -60,6 +60,7 @@ type clientCore struct {
 	completer  *completer
 	stats      statsCounters
 	producers  map[string]*producer
+	events     *eventHub // Subscribe's subscriptions
 
 	mu       sync.Mutex // guards started and the run state below
 	started  bool
@@ -123,6 +124,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 			core.producers[name] = newProducer(name, q.MaxWorkers, newFlowLimits(q, core.workers))
 		}
 	}
+	core.events = newEventHub(&core.stats.eventsDropped)
 	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c

@@ -195,6 +195,21 @@ in batches of 1,000. A negative duration keeps rows forever. Stuck, waiting
 and running jobs are never deleted. The attempt history is kept apart from
 the jobs, on its own retention.
 
+# Observing jobs
+
+Client.Subscribe returns a channel of this client's events: a job it ran
+completed (also by CompleteTx), failed and will retry, was discarded,
+cancelled or snoozed; a lease it held was lost; an expired lease (any
+client's) was reclaimed by its watcher. Each event is sent once what it
+reports has committed, never for a write the database refused (that is a
+lease-lost event), and carries the job as the client knows it after the
+outcome. Delivery is best effort: a subscription's channel is bounded
+(1,000 by default, SubscribeConfig.ChanSize), the job path never waits for
+a subscriber, and an event that finds the channel full is dropped and
+counted in Stats.EventsDropped. Subscriptions last across Stop and Start.
+The events are of one client, not of the fleet: JobGet and JobList read
+any job, whoever runs it.
+
 # Transactions
 
 InsertTx inserts inside the caller's transaction (pgx.Tx with package

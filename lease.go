@@ -107,6 +107,7 @@ func (l *lease) lose(reason string) bool {
 		return false
 	}
 	l.interrupt(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
+	l.lostEvent(reason)
 	return true
 }
 
@@ -136,6 +137,7 @@ func (l *lease) outcomeWritten(err error) {
 		return
 	}
 	c.stats.countOutcome(item)
+	c.events.outcome(l.row, item)
 	if item.State == leasetype.JobStateAvailable || item.State == leasetype.JobStateScheduled && item.ScheduledAt != nil && !item.ScheduledAt.After(time.Now()) {
 		c.wakeQueue(l.row.Queue)
 	}

@@ -19,6 +19,7 @@ func (c *clientCore) startMaintenance(ctx context.Context) {
 		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
 		OnExpired: func(rows []*leasetype.JobRow) {
 			c.stats.expired.Add(int64(len(rows)))
+			c.events.expired(rows)
 			for _, r := range rows {
 				if r.State == leasetype.JobStateAvailable {
 					c.wakeQueue(r.Queue)

@@ -41,6 +41,9 @@ type Stats struct {
 	PeriodicEnqueued int64 `json:"periodic_enqueued"`
 	// Pruned counts finished jobs and attempt rows this client's retention deleted.
 	Pruned int64 `json:"pruned"`
+	// EventsDropped counts events (Subscribe) dropped because a
+	// subscription's channel was full, one per subscription missed.
+	EventsDropped int64 `json:"events_dropped"`
 	// HandlerTime is the total time spent in handlers.
 	HandlerTime time.Duration `json:"handler_time"`
 }
@@ -48,7 +51,7 @@ type Stats struct {
 type statsCounters struct {
 	claimed, completed, failed, discarded, cancelled, snoozed, released atomic.Int64
 	leasesLost, fencedWrites, expired, heartbeats, handlerNanos         atomic.Int64
-	cancelRequests, periodicEnqueued, pruned                            atomic.Int64
+	cancelRequests, periodicEnqueued, pruned, eventsDropped             atomic.Int64
 }
 
 func (s *statsCounters) observeDuration(d time.Duration) { s.handlerNanos.Add(int64(d)) }
@@ -79,6 +82,7 @@ func (s *statsCounters) snapshot() Stats {
 		Released: s.released.Load(), LeasesLost: s.leasesLost.Load(), FencedWrites: s.fencedWrites.Load(),
 		Expired: s.expired.Load(), HeartbeatStatements: s.heartbeats.Load(),
 		CancelRequests: s.cancelRequests.Load(), PeriodicEnqueued: s.periodicEnqueued.Load(), Pruned: s.pruned.Load(),
-		HandlerTime: time.Duration(s.handlerNanos.Load()),
+		EventsDropped: s.eventsDropped.Load(),
+		HandlerTime:   time.Duration(s.handlerNanos.Load()),
 	}
 }

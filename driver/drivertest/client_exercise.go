@@ -40,6 +40,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"PeriodicLeaderStepsDown", testClientPeriodicLeaderStepsDown[TTx]},
 		{"Retention", testClientRetention[TTx]},
 		{"UniqueOpts", testClientUniqueOpts[TTx]},
+		{"Subscribe", testClientSubscribe[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run("Client/"+tc.name, func(t *testing.T) {
