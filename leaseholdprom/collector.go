@@ -201,6 +201,8 @@ func New(opts *Options) *Collector {
 			func(s leasehold.Stats) int64 { return s.Expired }),
 		counter("leasehold_heartbeat_statements_total", "Batched lease renewal statements this client sent.",
 			func(s leasehold.Stats) int64 { return s.HeartbeatStatements }),
+		counter("leasehold_events_dropped_total", "Subscription events this client dropped because a subscriber's channel was full.",
+			func(s leasehold.Stats) int64 { return s.EventsDropped }),
 		{
 			desc:  prometheus.NewDesc("leasehold_handler_seconds_total", "Total time this client spent in job handlers.", nil, nil),
 			value: func(s leasehold.Stats) float64 { return s.HandlerTime.Seconds() },

@@ -237,6 +237,9 @@ func TestCollector(t *testing.T) {
 	if hb.GetSampleSum() <= 0 {
 		t.Errorf("heartbeat round-trip sum = %v, want > 0", hb.GetSampleSum())
 	}
+	if ed := find(mfs["leasehold_events_dropped_total"], nil); ed == nil || ed.GetCounter().GetValue() != float64(stats.EventsDropped) {
+		t.Errorf("leasehold_events_dropped_total = %v, want %d", ed, stats.EventsDropped)
+	}
 	if hs := find(mfs["leasehold_heartbeat_statements_total"], nil); hs.GetCounter().GetValue() != float64(stats.HeartbeatStatements) {
 		t.Errorf("leasehold_heartbeat_statements_total = %v, want %d", hs.GetCounter().GetValue(), stats.HeartbeatStatements)
 	}
