@@ -96,6 +96,7 @@ func TestReleaseWhenStoppingBeforeStart(t *testing.T) {
 	c.core.handlerBase = serviceCtx
 	c.core.stopping.Store(true)
 	p := newProducer(defaultQueue, 1, nil)
+	defer p.handlers.close() // claimAndStart bypasses p.run, which would close the pool
 	if err := c.core.claimAndStart(ctx, p, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +143,7 @@ func TestInterruptReachesHandlerStartingLate(t *testing.T) {
 	c.core.handlerBase = serviceCtx
 	c.core.interruptHandlers() // finds no lease yet
 	p := newProducer(defaultQueue, 1, nil)
+	defer p.handlers.close() // claimAndStart bypasses p.run, which would close the pool
 	if err := c.core.claimAndStart(ctx, p, 1); err != nil {
 		t.Fatal(err)
 	}

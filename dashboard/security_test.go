@@ -347,7 +347,9 @@ func TestMount(t *testing.T) {
 			if cookie == nil || cookie.Path != "/ops/queue/" {
 				t.Errorf("%s: CSRF cookie %+v, want path /ops/queue/", name, cookie)
 			}
-			if r := get("/ops/queue/static/app.css"); r.StatusCode != 200 {
+			r := get("/ops/queue/static/app.css")
+			readAll(r) // closes the body, which would otherwise keep its connection's goroutines
+			if r.StatusCode != 200 {
 				t.Errorf("%s: static = %d", name, r.StatusCode)
 			}
 			stuck := readAll(get("/ops/queue/stuck"))
