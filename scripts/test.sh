@@ -12,6 +12,7 @@ export LEASEHOLD_TEST_POSTGRES_URL="${LEASEHOLD_TEST_POSTGRES_URL:-postgres://po
 scripts/ensure-postgres.sh
 scripts/ensure-mariadb.sh
 scripts/ensure-chromium.sh
+scripts/ensure-pgbouncer.sh
 
 echo "--- go vet"
 go vet ./...
