@@ -175,6 +175,11 @@ func (c *clientCore) start(ctx context.Context) error {
 			defer c.claimWG.Done()
 			c.listen(claimCtx, ready)
 		}()
+		c.claimWG.Add(1)
+		go func() {
+			defer c.claimWG.Done()
+			c.watchNotifications(claimCtx)
+		}()
 		select {
 		case <-ready:
 		case <-ctx.Done():

@@ -44,6 +44,12 @@ type Stats struct {
 	// EventsDropped counts events (Subscribe) dropped because a
 	// subscription's channel was full, one per subscription missed.
 	EventsDropped int64 `json:"events_dropped"`
+	// NotificationsSilent counts the times this client found the database's
+	// insert notifications not arriving while it was listening: its own
+	// inserts' notifications did not come back within a few poll intervals
+	// and no other arrived (LISTEN through a connection pooler in
+	// transaction mode loses them). Jobs are still found by polling.
+	NotificationsSilent int64 `json:"notifications_silent"`
 	// HandlerTime is the total time spent in handlers.
 	HandlerTime time.Duration `json:"handler_time"`
 }
@@ -52,6 +58,7 @@ type statsCounters struct {
 	claimed, completed, failed, discarded, cancelled, snoozed, released atomic.Int64
 	leasesLost, fencedWrites, expired, heartbeats, handlerNanos         atomic.Int64
 	cancelRequests, periodicEnqueued, pruned, eventsDropped             atomic.Int64
+	notificationsSilent                                                 atomic.Int64
 }
 
 func (s *statsCounters) observeDuration(d time.Duration) { s.handlerNanos.Add(int64(d)) }
@@ -82,7 +89,8 @@ func (s *statsCounters) snapshot() Stats {
 		Released: s.released.Load(), LeasesLost: s.leasesLost.Load(), FencedWrites: s.fencedWrites.Load(),
 		Expired: s.expired.Load(), HeartbeatStatements: s.heartbeats.Load(),
 		CancelRequests: s.cancelRequests.Load(), PeriodicEnqueued: s.periodicEnqueued.Load(), Pruned: s.pruned.Load(),
-		EventsDropped: s.eventsDropped.Load(),
-		HandlerTime:   time.Duration(s.handlerNanos.Load()),
+		NotificationsSilent: s.notificationsSilent.Load(),
+		EventsDropped:       s.eventsDropped.Load(),
+		HandlerTime:         time.Duration(s.handlerNanos.Load()),
 	}
 }

@@ -44,6 +44,33 @@ func (c *clientCore) listen(ctx context.Context, ready chan struct{}) {
 	}
 }
 
+// watchNotifications warns, once per silence, when the database's insert
+// notifications stop arriving while the listener is listening (checkSilence),
+// and counts it in Stats.NotificationsSilent; the producers' polling keeps
+// finding the jobs meanwhile. A silence is found within about window, a few
+// poll intervals after this client's own insert.
+func (c *clientCore) watchNotifications(ctx context.Context) {
+	window := max(3*c.cfg.PollInterval, 2*time.Second)
+	t := time.NewTicker(window / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			began, ended := c.ownNotices.checkSilence(now, window)
+			switch {
+			case began:
+				c.stats.notificationsSilent.Add(1)
+				c.logger.Warn("leasehold: insert notifications are not arriving (is LISTEN going through a connection pooler in transaction mode?); relying on polling every PollInterval",
+					"window", window, "poll_interval", c.cfg.PollInterval)
+			case ended:
+				c.logger.Info("leasehold: insert notifications are arriving again")
+			}
+		}
+	}
+}
+
 // notified wakes the producer of the notice's queue, unless the notice is of
 // this client's own insert, which woke it already.
 func (c *clientCore) notified(n driver.InsertNotice) {
@@ -141,12 +168,19 @@ func (c *clientCore) tracking(ctx context.Context, wake bool) context.Context {
 // harm of a sender identity that never matches (a connection pooler that
 // reports its own process IDs): such notifications are then simply not
 // skipped.
+//
+// The expectations also tell when notifications stop arriving altogether
+// while the listener believes it is listening, as behind a connection
+// pooler in transaction mode, which drops notifications it cannot route
+// (checkSilence).
 type ownNotices struct {
 	works func(queue string) bool // whether the client works the queue
 
 	mu        sync.Mutex
 	listening bool
 	pending   map[noticeKey]pendingNotices
+	heard     time.Time // when the listener last delivered any notification
+	silentAt  time.Time // when a silence was found; zero when none is on
 }
 
 // noticeExpiry is how long an expected notification stays expected.
@@ -163,6 +197,7 @@ type noticeKey struct {
 
 type pendingNotices struct {
 	count   int
+	since   time.Time // when the count last rose from zero
 	expires time.Time
 }
 
@@ -187,8 +222,11 @@ func (o *ownNotices) Sending(sender int64, queue string) {
 		o.sweep(now)
 	}
 	k := noticeKey{sender, queue}
-	p := o.pending[k]
-	o.pending[k] = pendingNotices{count: p.count + 1, expires: now.Add(noticeExpiry)}
+	p, ok := o.pending[k]
+	if !ok {
+		p.since = now
+	}
+	o.pending[k] = pendingNotices{count: p.count + 1, since: p.since, expires: now.Add(noticeExpiry)}
 }
 
 // Unsent withdraws one Sending of sender for queue.
@@ -200,12 +238,42 @@ func (o *ownNotices) Unsent(sender int64, queue string) {
 
 // own reports whether n was expected, and if so consumes the expectation.
 func (o *ownNotices) own(n driver.InsertNotice) bool {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.heard = now
 	if n.Sender == 0 {
 		return false
 	}
+	return o.take(noticeKey{n.Sender, n.Queue}, now)
+}
+
+// checkSilence looks for a silent listener: one that is listening, has an
+// expectation older than window, and has delivered no notification at all
+// since that expectation was made. Another notification arriving means
+// notifications flow, even when this client's own are not recognised (a
+// pooler that reports its own process IDs). It reports a silence when one
+// begins, and its end when a notification arrives after it.
+func (o *ownNotices) checkSilence(now time.Time, window time.Duration) (began, ended bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.take(noticeKey{n.Sender, n.Queue}, time.Now())
+	if !o.silentAt.IsZero() {
+		if o.heard.After(o.silentAt) || !o.listening {
+			o.silentAt = time.Time{}
+			return false, true
+		}
+		return false, false
+	}
+	if !o.listening {
+		return false, false
+	}
+	for _, p := range o.pending {
+		if now.Sub(p.since) >= window && !o.heard.After(p.since) {
+			o.silentAt = now
+			return true, false
+		}
+	}
+	return false, false
 }
 
 // take consumes one live expectation for k; o.mu is held.
@@ -243,4 +311,7 @@ func (o *ownNotices) setListening(on bool) {
 	defer o.mu.Unlock()
 	o.listening = on
 	clear(o.pending)
+	if on {
+		o.heard = time.Time{}
+	}
 }

@@ -77,3 +77,46 @@ func TestOwnNoticesLapse(t *testing.T) {
 		t.Fatalf("%d expectations after the sweep, want 1", len(o.pending))
 	}
 }
+
+// TestOwnNoticesSilence: a listener that delivers nothing after this
+// client's own insert is silent once the window passes; any notification
+// (even one not recognised as own) ends the silence, and one that arrived
+// after the insert means notifications flow.
+func TestOwnNoticesSilence(t *testing.T) {
+	t.Parallel()
+	const window = 20 * time.Millisecond
+	o := newOwnNotices(func(string) bool { return true })
+	if began, _ := o.checkSilence(time.Now().Add(time.Hour), window); began {
+		t.Fatal("silent without any expectation")
+	}
+	o.Sending(7, "q") // not listening: nothing expected
+	if began, _ := o.checkSilence(time.Now().Add(time.Hour), window); began {
+		t.Fatal("silent while not listening")
+	}
+	o.setListening(true)
+	o.Sending(7, "q")
+	if began, _ := o.checkSilence(time.Now(), window); began {
+		t.Fatal("silent before the window passed")
+	}
+	time.Sleep(window + 5*time.Millisecond)
+	if began, _ := o.checkSilence(time.Now(), window); !began {
+		t.Fatal("not silent after the window with nothing delivered")
+	}
+	if began, ended := o.checkSilence(time.Now(), window); began || ended {
+		t.Fatalf("silence reported again: began %v, ended %v", began, ended)
+	}
+	// A notification of another sender arrives: notifications flow again.
+	time.Sleep(time.Millisecond)
+	if o.own(driver.InsertNotice{Queue: "q", Sender: 99}) {
+		t.Fatal("another sender's notice taken as own")
+	}
+	if _, ended := o.checkSilence(time.Now(), window); !ended {
+		t.Fatal("silence did not end after a notification arrived")
+	}
+	// The expectation of sender 7 is still pending, but a notification
+	// arrived after it was made: not silent (a pooler's own process IDs).
+	time.Sleep(window + 5*time.Millisecond)
+	if began, _ := o.checkSilence(time.Now(), window); began {
+		t.Fatal("silent although a notification arrived after the expectation")
+	}
+}
