@@ -57,7 +57,7 @@ func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args J
 func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) ([]*InsertResult, error) {
 	var rows []*driver.JobInsertResult
 	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
-		rows, err = exec.JobInsertMany(c.tracking(ctx, wake), ps)
+		rows, err = exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: ps, SenderTracker: c.tracking(wake)})
 		if err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
@@ -118,15 +118,15 @@ func insertPosition(p *driver.JobInsertParams) driver.ClaimPosition {
 	return at
 }
 
-// tracking returns ctx for an insert: when the client wakes its own
-// producers after it (wake) and hears notifications, ctx carries the
-// tracker through which the driver names the insert's notifications, so
-// that the listener does not wake the producers a second time.
-func (c *clientCore) tracking(ctx context.Context, wake bool) context.Context {
+// tracking returns the SenderTracker for an insert: when the client wakes
+// its own producers after it (wake) and hears notifications, the tracker
+// through which the driver names the insert's notifications, so that the
+// listener does not wake the producers a second time; nil otherwise.
+func (c *clientCore) tracking(wake bool) driver.SenderTracker {
 	if !wake || c.ownNotices == nil || len(c.producers) == 0 {
-		return ctx
+		return nil
 	}
-	return driver.WithSenderTracker(ctx, c.ownNotices)
+	return c.ownNotices
 }
 
 func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) (int, error) {
@@ -137,7 +137,7 @@ func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, param
 				return fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
 			}
 		}
-		if n, err = exec.JobInsertFast(c.tracking(ctx, wake), ps); err != nil {
+		if n, err = exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: ps, SenderTracker: c.tracking(wake)}); err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
 		if wake {

@@ -222,7 +222,7 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 			continue
 		}
 		if r.item.State == leasetype.JobStateCompleted {
-			row, err := c.exec.JobGet(context.WithoutCancel(ctx), r.item.ID)
+			row, err := c.exec.JobGet(context.WithoutCancel(ctx), &driver.JobGetParams{ID: r.item.ID})
 			if err == nil && row.State == leasetype.JobStateCompleted && row.LeaseToken == r.item.Token {
 				r.done.outcomeWritten(nil)
 				continue

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // Schedule computes the slots of a periodic job; package cron provides
@@ -162,7 +163,7 @@ func (s *periodicScheduler) enqueueDue(ctx context.Context, token int64) (time.T
 	if err != nil {
 		return time.Time{}, err
 	}
-	byName := make(map[string]*driver.PeriodicRow, len(rows))
+	byName := make(map[string]*leasetype.PeriodicSchedule, len(rows))
 	for _, r := range rows {
 		byName[r.Name] = r
 	}
@@ -194,7 +195,7 @@ const maxCatchUpSlots = 1_000_000
 
 // fire enqueues the job of a due schedule and advances it, in one
 // transaction, and returns the schedule's next slot.
-func (s *periodicScheduler) fire(ctx context.Context, j *PeriodicJob, row *driver.PeriodicRow, dbNow time.Time, token int64) (time.Time, error) {
+func (s *periodicScheduler) fire(ctx context.Context, j *PeriodicJob, row *leasetype.PeriodicSchedule, dbNow time.Time, token int64) (time.Time, error) {
 	// The latest slot that is due; the earlier ones were missed.
 	slot, missed := row.NextRunAt, 0
 	for missed < maxCatchUpSlots {
@@ -238,7 +239,7 @@ func (s *periodicScheduler) fire(ctx context.Context, j *PeriodicJob, row *drive
 		}
 		o.Metadata = meta
 		err := s.core.withInsertMiddleware(ctx, []InsertManyParams{{Args: args, InsertOpts: &o}}, func(ctx context.Context, ps []*driver.JobInsertParams) error {
-			res, err := tx.JobInsertMany(ctx, ps)
+			res, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: ps})
 			if err != nil {
 				return fmt.Errorf("insert slot %s: %w", slot.Format(time.RFC3339), err)
 			}

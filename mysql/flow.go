@@ -67,7 +67,8 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 // holder of the lock claimed. In a user's transaction the isolation level is
 // the user's, and under REPEATABLE READ the count would read the snapshot
 // taken before the lock was granted; LimitLock refuses it.
-func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*driver.LimitRow, error) {
+func (e *executor) LimitLock(ctx context.Context, params *driver.LimitLockParams) ([]*driver.LimitRow, error) {
+	keys := params.Keys
 	if err := e.open(); err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func TestLimitLockNeedsDriverTransaction(t *testing.T) {
 	ctx := t.Context()
 	d := newTestDriver(t)
 	key := driver.LimitKey{Scope: driver.LimitScopeQueue, Name: "q"}
-	if _, err := d.GetExecutor().LimitLock(ctx, []driver.LimitKey{key}); !errors.Is(err, errLimitLockTx) {
+	if _, err := d.GetExecutor().LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{key}}); !errors.Is(err, errLimitLockTx) {
 		t.Errorf("LimitLock on the pool: %v, want errLimitLockTx", err)
 	}
 	userTx, err := d.DB().BeginTx(ctx, nil)
@@ -101,7 +101,7 @@ func TestLimitLockNeedsDriverTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inUser.LimitLock(ctx, []driver.LimitKey{key}); !errors.Is(err, errLimitLockTx) {
+	if _, err := inUser.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{key}}); !errors.Is(err, errLimitLockTx) {
 		t.Errorf("LimitLock in a savepoint of a user's transaction: %v, want errLimitLockTx", err)
 	}
 	tx, err := d.GetExecutor().Begin(ctx)
@@ -113,7 +113,7 @@ func TestLimitLockNeedsDriverTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := nested.LimitLock(ctx, []driver.LimitKey{key, key})
+	rows, err := nested.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{key, key}})
 	if err != nil || len(rows) != 2 || rows[0].Key != key || rows[1].Key != key {
 		t.Fatalf("LimitLock of a key twice in a nested transaction = %v, %v", rows, err)
 	}
@@ -130,14 +130,14 @@ func TestCancelRequestedExactOwner(t *testing.T) {
 	owners := []string{long + "-a", long + "-b", "short", "short "}
 	ids := map[string]int64{}
 	for _, owner := range owners {
-		if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{testJob("cancel")}); err != nil {
+		if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob("cancel")}}); err != nil {
 			t.Fatal(err)
 		}
 		jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "cancel", Max: 1, Owner: owner, DefaultLeaseTTL: time.Minute})
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claim as %q: %v, %v", owner, jobs, err)
 		}
-		if _, running, err := exec.JobCancelRunning(ctx, jobs[0].ID); err != nil || !running {
+		if _, running, err := exec.JobCancelRunning(ctx, &driver.JobCancelRunningParams{ID: jobs[0].ID}); err != nil || !running {
 			t.Fatalf("cancel job %d: running %v, %v", jobs[0].ID, running, err)
 		}
 		ids[owner] = jobs[0].ID
@@ -165,7 +165,7 @@ func TestPruneMoreThanOneDelete(t *testing.T) {
 	for i := range params {
 		params[i] = testJob("prune")
 	}
-	if _, err := exec.JobInsertFast(ctx, params); err != nil {
+	if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: params}); err != nil {
 		t.Fatal(err)
 	}
 	// Finalized one second apart, by ID, an hour and more ago.
@@ -232,7 +232,7 @@ func TestLimitLockLiteralKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.LimitLock(ctx, keys)
+	rows, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: keys})
 	if err != nil {
 		t.Fatalf("LimitLock: %v", err)
 	}
@@ -250,7 +250,7 @@ func TestLimitLockLiteralKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // test cleanup
-	if _, err := tx.LimitLock(ctx, []driver.LimitKey{{Scope: "bogus", Name: "q"}}); err == nil {
+	if _, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{{Scope: "bogus", Name: "q"}}}); err == nil {
 		t.Error("LimitLock with an unknown scope: no error")
 	}
 }

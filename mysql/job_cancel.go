@@ -13,7 +13,8 @@ import (
 // when it is running (the row cannot change in between), and a read of the
 // row. The locking read is what makes "was running" exact: an UPDATE that
 // matched nothing would not say whether the job became running just after.
-func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error) {
+func (e *executor) JobCancelRunning(ctx context.Context, params *driver.JobCancelRunningParams) (*leasetype.JobRow, bool, error) {
+	id := params.ID
 	var (
 		job     *leasetype.JobRow
 		running bool

@@ -36,15 +36,15 @@ var errFastUniqueKey = errors.New("leasehold/mysql: JobInsertFast does not take 
 // fails on the unique index of unique_key_active (a statement-level error;
 // the transaction goes on) and the holder is returned instead, also for a
 // key repeated within params.
-func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
-	if len(params) == 0 {
+func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
 	var out []*driver.JobInsertResult
 	err := e.write(ctx, func(q querier) error {
-		out = make([]*driver.JobInsertResult, len(params))
+		out = make([]*driver.JobInsertResult, len(params.Jobs))
 		var ids []int64
-		for i, p := range params {
+		for i, p := range params.Jobs {
 			id, existing, err := insertOne(ctx, q, p)
 			if err != nil {
 				return err
@@ -87,8 +87,8 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 	for round := 0; round < maxInsertRounds; round++ {
 		res, err := q.ExecContext(ctx, queryJobInsert,
 			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
-			string(p.EncodedArgs), metadataOrEmpty(p.Metadata), nullString(p.UniqueKey),
-			uniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
+			string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)), nullString(p.UniqueKey),
+			driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
 			timeArg(p.ScheduledAt))
 		if err == nil {
 			id, err := res.LastInsertId()
@@ -112,19 +112,19 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 
 // JobInsertFast inserts jobs with multi-row INSERTs in one transaction and
 // returns the count. It refuses jobs with unique keys.
-func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	for _, p := range params {
+func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFastParams) (int, error) {
+	for _, p := range params.Jobs {
 		if p.UniqueKey != "" {
 			return 0, errFastUniqueKey
 		}
 	}
-	if len(params) == 0 {
+	if len(params.Jobs) == 0 {
 		return 0, nil
 	}
 	var n int64
 	err := e.write(ctx, func(q querier) error {
 		n = 0
-		for start := 0; start < len(params); {
+		for start := 0; start < len(params.Jobs); {
 			var (
 				b     strings.Builder
 				args  []any
@@ -132,15 +132,15 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 				end   = start
 			)
 			b.WriteString(queryJobInsertFast)
-			for end < len(params) && end-start < fastBatchRows && (end == start || bytes < fastBatchBytes) {
-				p := params[end]
+			for end < len(params.Jobs) && end-start < fastBatchRows && (end == start || bytes < fastBatchBytes) {
+				p := params.Jobs[end]
 				if end > start {
 					b.WriteString(", ")
 				}
 				b.WriteString(jobInsertFastRow)
 				args = append(args, p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
-					string(p.EncodedArgs), metadataOrEmpty(p.Metadata),
-					uniqueFinishedMask(p.UniqueFinished), p.MaxAttempts,
+					string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
+					driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts,
 					leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
 				bytes += len(p.EncodedArgs) + len(p.Metadata)
 				end++
@@ -187,30 +187,4 @@ func priorityOrDefault(p int) int {
 		return 1
 	}
 	return p
-}
-
-// metadataOrEmpty stores missing metadata as an empty JSON object.
-func metadataOrEmpty(b []byte) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
-
-// uniqueFinishedMask is the unique_finished bitmask of the finished states
-// in which a job keeps its unique key: 1 completed, 2 discarded, 4
-// cancelled. Other states are ignored; the client validates the list.
-func uniqueFinishedMask(states []leasetype.JobState) int {
-	mask := 0
-	for _, s := range states {
-		switch s {
-		case leasetype.JobStateCompleted:
-			mask |= 1
-		case leasetype.JobStateDiscarded:
-			mask |= 2
-		case leasetype.JobStateCancelled:
-			mask |= 4
-		}
-	}
-	return mask
 }

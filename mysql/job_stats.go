@@ -10,7 +10,7 @@ import (
 )
 
 // JobThroughput counts ended attempts per queue, minute and outcome.
-func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*driver.ThroughputCount, error) {
+func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*leasetype.ThroughputCount, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -20,10 +20,10 @@ func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughp
 		return nil, fmt.Errorf("count throughput: %w", translate(err))
 	}
 	defer rows.Close()
-	out := []*driver.ThroughputCount{}
+	out := []*leasetype.ThroughputCount{}
 	for rows.Next() {
 		var (
-			c       driver.ThroughputCount
+			c       leasetype.ThroughputCount
 			minute  dbTime
 			outcome string
 		)
@@ -40,7 +40,7 @@ func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughp
 }
 
 // QueueBacklog measures each queue's claimable backlog.
-func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, error) {
+func (e *executor) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -50,10 +50,10 @@ func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, er
 		return nil, fmt.Errorf("measure backlog: %w", translate(err))
 	}
 	defer rows.Close()
-	out := []*driver.QueueBacklog{}
+	out := []*leasetype.QueueBacklog{}
 	for rows.Next() {
 		var (
-			b     driver.QueueBacklog
+			b     leasetype.QueueBacklog
 			ageUS int64
 		)
 		if err := rows.Scan(&b.Queue, &b.Available, &ageUS); err != nil {

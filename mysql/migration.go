@@ -42,7 +42,8 @@ func (e *executor) MigrationApplied(ctx context.Context) ([]int, error) {
 // migration's DDL has committed the transaction it ran in, the record is
 // written in autocommit mode: a crash in between leaves the schema changed
 // and unrecorded, and the migration must be finished by hand.
-func (e *executor) MigrationRecord(ctx context.Context, m driver.Migration, up bool) error {
+func (e *executor) MigrationRecord(ctx context.Context, params *driver.MigrationRecordParams) error {
+	m, up := params.Migration, params.Up
 	q, err := e.read()
 	if err != nil {
 		return err

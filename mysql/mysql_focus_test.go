@@ -85,7 +85,7 @@ func TestUniqueKeyConcurrent(t *testing.T) {
 			wg.Go(func() {
 				p := testJob("uniq")
 				p.UniqueKey = "pay-1"
-				res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{testJob("uniq"), p})
+				res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob("uniq"), p}})
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -130,7 +130,7 @@ func TestClaimExclusive(t *testing.T) {
 	for i := range params {
 		params[i] = testJob("excl")
 	}
-	if n, err := exec.JobInsertFast(t.Context(), params); err != nil || n != jobs {
+	if n, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil || n != jobs {
 		t.Fatalf("JobInsertFast = %d, %v", n, err)
 	}
 	var (
@@ -203,7 +203,7 @@ func TestTimesWithoutParseTime(t *testing.T) {
 	at := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
 	p := testJob("tz")
 	p.ScheduledAt = &at
-	res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{p})
+	res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestTimesWithoutParseTime(t *testing.T) {
 	if d := time.Since(now); d > time.Minute || d < -time.Minute {
 		t.Errorf("Now = %s, %s from the local clock; want UTC", now, d)
 	}
-	if got, err := d.GetExecutor().JobGet(t.Context(), job.ID); err != nil || !got.ScheduledAt.Equal(at) {
+	if got, err := d.GetExecutor().JobGet(t.Context(), &driver.JobGetParams{ID: job.ID}); err != nil || !got.ScheduledAt.Equal(at) {
 		t.Errorf("through Open: scheduled_at = %v, %v; want %s", got, err, at)
 	}
 }

@@ -7,13 +7,14 @@ import (
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // PeriodicEnsure registers schedule params.Name in one transaction: an
 // upsert that keeps the row when its spec is unchanged, then a read of it.
-func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*driver.PeriodicRow, error) {
+func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*leasetype.PeriodicSchedule, error) {
 	next := timeArg(&params.NextRunAt)
-	var out *driver.PeriodicRow
+	var out *leasetype.PeriodicSchedule
 	err := e.write(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx, queryPeriodicEnsure, params.Name, params.Spec, next,
 			params.Spec, next, params.Spec, params.Spec)
@@ -30,7 +31,7 @@ func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEn
 }
 
 // PeriodicList returns every schedule row in name order.
-func (e *executor) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, error) {
+func (e *executor) PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -40,7 +41,7 @@ func (e *executor) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, err
 		return nil, fmt.Errorf("list schedules: %w", translate(err))
 	}
 	defer rows.Close()
-	out := []*driver.PeriodicRow{}
+	out := []*leasetype.PeriodicSchedule{}
 	for rows.Next() {
 		r, err := scanPeriodic(rows)
 		if err != nil {
@@ -80,9 +81,9 @@ func (e *executor) PeriodicAdvance(ctx context.Context, params *driver.PeriodicA
 }
 
 // scanPeriodic reads a row selected with periodicColumns.
-func scanPeriodic(s sqlbackend.RowScanner) (*driver.PeriodicRow, error) {
+func scanPeriodic(s sqlbackend.RowScanner) (*leasetype.PeriodicSchedule, error) {
 	var (
-		r                   driver.PeriodicRow
+		r                   leasetype.PeriodicSchedule
 		next, last, updated dbTime
 		lastJobID           sql.NullInt64
 	)

@@ -15,7 +15,8 @@ import (
 // defaultListLimit is JobList's limit when the filter sets none.
 const defaultListLimit = 100
 
-func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error) {
+	id := params.ID
 	job, err := scanJob(e.db.QueryRow(ctx, sqlJobGet, id))
 	if err != nil {
 		return nil, fmt.Errorf("get job %d: %w", id, translate(err))
@@ -77,7 +78,8 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 	return jobs, nil
 }
 
-func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.AttemptRow, error) {
+func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	jobID := params.JobID
 	rows, err := e.db.Query(ctx, sqlJobAttempts, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translate(err))
@@ -122,23 +124,23 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 	}
 	// No row changed: either the job does not exist or it is not in one of
 	// the states the caller allowed.
-	job, err = e.JobGet(ctx, params.ID)
+	job, err = e.JobGet(ctx, &driver.JobGetParams{ID: params.ID})
 	if err != nil {
 		return nil, false, err
 	}
 	return job, false, nil
 }
 
-func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCount, error) {
+func (e *executor) JobCountByState(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
 	rows, err := e.db.Query(ctx, sqlJobCountByState)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", translate(err))
 	}
 	defer rows.Close()
-	var out []*driver.QueueStateCount
+	var out []*leasetype.QueueStateCount
 	for rows.Next() {
 		var (
-			c     driver.QueueStateCount
+			c     leasetype.QueueStateCount
 			state string
 		)
 		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {

@@ -24,7 +24,8 @@ SELECT id, lease_token FROM leasehold_job
 WHERE state = 'running' AND cancel_requested_at IS NOT NULL AND lease_owner = $1
 ORDER BY id`
 
-func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error) {
+func (e *executor) JobCancelRunning(ctx context.Context, params *driver.JobCancelRunningParams) (*leasetype.JobRow, bool, error) {
+	id := params.ID
 	job, err := scanJob(e.db.QueryRow(ctx, sqlJobCancelRunning, id))
 	if err == nil {
 		return job, true, nil
@@ -34,7 +35,7 @@ func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.J
 	}
 	// No row changed: the job does not exist or is not running. A fresh
 	// read (a new snapshot) shows which, and the row as it is now.
-	job, err = e.JobGet(ctx, id)
+	job, err = e.JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return nil, false, err
 	}

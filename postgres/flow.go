@@ -43,7 +43,8 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 	return out, nil
 }
 
-func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*driver.LimitRow, error) {
+func (e *executor) LimitLock(ctx context.Context, params *driver.LimitLockParams) ([]*driver.LimitRow, error) {
+	keys := params.Keys
 	if _, ok := e.db.(pgx.Tx); !ok {
 		return nil, errLimitLockNoTx
 	}

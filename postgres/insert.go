@@ -23,22 +23,23 @@ const maxInsertRounds = 16
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
 var errFastUniqueKey = errors.New("leasehold/postgres: JobInsertFast does not take jobs with unique keys")
 
-func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
-	results := make([]*driver.JobInsertResult, len(params))
-	if len(params) == 0 {
+func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	jobs := params.Jobs
+	results := make([]*driver.JobInsertResult, len(jobs))
+	if len(jobs) == 0 {
 		return results, nil
 	}
-	if _, inTx := e.db.(pgx.Tx); len(params) == 1 && !inTx {
+	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx {
 		var results []*driver.JobInsertResult
-		err := e.withSender(ctx, func(e *executor, s *sender) (err error) {
-			results, err = e.insertAlone(ctx, params[0], s)
+		err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) (err error) {
+			results, err = e.insertAlone(ctx, jobs[0], s)
 			return err
 		})
 		return results, err
 	}
-	err := e.withSender(ctx, func(e *executor, s *sender) error {
+	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
 		return e.inTx(ctx, func(tx *executor) error {
-			return tx.insertManyTx(ctx, params, results, s)
+			return tx.insertManyTx(ctx, jobs, results, s)
 		})
 	})
 	if err != nil {
@@ -139,14 +140,14 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 		queues[k] = p.Queue
 		priorities[k] = int32(priorityOrDefault(p.Priority))
 		args[k] = p.EncodedArgs
-		metadata[k] = metadataOrEmpty(p.Metadata)
+		metadata[k] = driver.MetadataOrEmpty(p.Metadata)
 		uniqueKeys[k] = pgtype.Text{String: p.UniqueKey, Valid: p.UniqueKey != ""}
 		maxAttempts[k] = int32(p.MaxAttempts)
 		ttls[k] = leaseTTLParam(p.LeaseTTL)
 		if p.ScheduledAt != nil {
 			scheduled[k] = pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true}
 		}
-		uniqueFin[k] = uniqueFinishedMask(p.UniqueFinished)
+		uniqueFin[k] = int16(driver.UniqueFinishedMask(p.UniqueFinished))
 	}
 	rows, err := e.db.Query(ctx, query,
 		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin)
@@ -207,20 +208,21 @@ func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInser
 	return retry, nil
 }
 
-func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	for _, p := range params {
+func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFastParams) (int, error) {
+	jobs := params.Jobs
+	for _, p := range jobs {
 		if p.UniqueKey != "" {
 			return 0, fmt.Errorf("insert jobs fast: %w", errFastUniqueKey)
 		}
 	}
-	if len(params) == 0 {
+	if len(jobs) == 0 {
 		return 0, nil
 	}
 	var n int64
-	err := e.withSender(ctx, func(e *executor, s *sender) error {
+	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
 		return e.inTx(ctx, func(tx *executor) error {
 			var err error
-			n, err = tx.insertFastTx(ctx, params, s)
+			n, err = tx.insertFastTx(ctx, jobs, s)
 			return err
 		})
 	})
@@ -255,8 +257,8 @@ func (tx *executor) insertFastTx(ctx context.Context, params []*driver.JobInsert
 		}
 		rows[i] = []any{
 			p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
-			p.EncodedArgs, metadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
-			leaseTTLParam(p.LeaseTTL), at, uniqueFinishedMask(p.UniqueFinished),
+			p.EncodedArgs, driver.MetadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
+			leaseTTLParam(p.LeaseTTL), at, int16(driver.UniqueFinishedMask(p.UniqueFinished)),
 		}
 	}
 	n, err := tx.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
@@ -286,35 +288,9 @@ func priorityOrDefault(p int) int {
 	return p
 }
 
-// metadataOrEmpty maps empty metadata to the empty JSON object.
-func metadataOrEmpty(m []byte) []byte {
-	if len(m) == 0 {
-		return []byte("{}")
-	}
-	return m
-}
-
 // leaseTTLParam is the lease_ttl_ms value for a per-job TTL: NULL for zero.
 func leaseTTLParam(ttl time.Duration) pgtype.Int8 {
 	return pgtype.Int8{Int64: ttl.Milliseconds(), Valid: ttl > 0}
-}
-
-// uniqueFinishedMask encodes the finished states in which a job keeps its
-// unique key as the unique_finished bitmask. Other states are ignored: the
-// client validates the list, and unfinished states hold the key anyway.
-func uniqueFinishedMask(states []leasetype.JobState) int16 {
-	var mask int16
-	for _, s := range states {
-		switch s {
-		case leasetype.JobStateCompleted:
-			mask |= 1
-		case leasetype.JobStateDiscarded:
-			mask |= 2
-		case leasetype.JobStateCancelled:
-			mask |= 4
-		}
-	}
-	return mask
 }
 
 // sender is the session an auto-commit insert runs on, and the tracker it
@@ -348,15 +324,14 @@ func (s *sender) unsent() {
 	s.queues = s.queues[:0]
 }
 
-// withSender runs fn on a connection held for it alone when ctx carries a
-// driver.SenderTracker and e runs on the pool: the connection's backend
+// withSender runs fn on a connection held for it alone when tracker is not
+// nil and e runs on the pool: the connection's backend
 // process ID is the sender of the notices of what fn inserts, and the
 // connection goes back to the pool only after fn's notices that may not have
 // gone out are withdrawn (every Sending when fn fails). Otherwise fn runs on
 // e with a nil sender.
-func (e *executor) withSender(ctx context.Context, fn func(*executor, *sender) error) error {
+func (e *executor) withSender(ctx context.Context, tracker driver.SenderTracker, fn func(*executor, *sender) error) error {
 	pool, ok := e.db.(*pgxpool.Pool)
-	tracker := driver.SenderTrackerFrom(ctx)
 	if !ok || tracker == nil {
 		return fn(e, nil)
 	}

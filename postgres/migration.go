@@ -24,7 +24,8 @@ func (e *executor) MigrationApplied(ctx context.Context) ([]int, error) {
 	return versions, nil
 }
 
-func (e *executor) MigrationRecord(ctx context.Context, m driver.Migration, up bool) error {
+func (e *executor) MigrationRecord(ctx context.Context, params *driver.MigrationRecordParams) error {
+	m, up := params.Migration, params.Up
 	var err error
 	if up {
 		_, err = e.db.Exec(ctx, sqlMigrationInsert, m.Version, m.Name)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // periodicColumns is the select list scanPeriodic reads.
@@ -51,7 +52,7 @@ WHERE name = $1
 		SELECT 1 FROM leasehold_leader
 		WHERE name = $6 AND token = $7 AND lease_until > clock_timestamp())`
 
-func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*driver.PeriodicRow, error) {
+func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*leasetype.PeriodicSchedule, error) {
 	row, err := scanPeriodic(e.db.QueryRow(ctx, sqlPeriodicEnsure, params.Name, params.Spec, params.NextRunAt))
 	if err == nil {
 		return row, nil
@@ -67,13 +68,13 @@ func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEn
 	return row, nil
 }
 
-func (e *executor) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, error) {
+func (e *executor) PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error) {
 	rows, err := e.db.Query(ctx, sqlPeriodicList)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", translate(err))
 	}
 	defer rows.Close()
-	out := []*driver.PeriodicRow{}
+	out := []*leasetype.PeriodicSchedule{}
 	for rows.Next() {
 		p, err := scanPeriodic(rows)
 		if err != nil {
@@ -97,9 +98,9 @@ func (e *executor) PeriodicAdvance(ctx context.Context, params *driver.PeriodicA
 }
 
 // scanPeriodic reads one row selected with periodicColumns.
-func scanPeriodic(row interface{ Scan(...any) error }) (*driver.PeriodicRow, error) {
+func scanPeriodic(row interface{ Scan(...any) error }) (*leasetype.PeriodicSchedule, error) {
 	var (
-		p     driver.PeriodicRow
+		p     leasetype.PeriodicSchedule
 		jobID pgtype.Int8
 	)
 	if err := row.Scan(&p.Name, &p.Spec, &p.NextRunAt, &p.LastRunAt, &jobID, &p.UpdatedAt); err != nil {

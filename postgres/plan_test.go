@@ -228,7 +228,7 @@ func seedPlanJobs(t *testing.T, d *Driver) {
 		params[i] = testJob(fmt.Sprintf("q%d", i%4))
 		params[i].Kind = fmt.Sprintf("k%d", i%5)
 	}
-	if _, err := d.GetExecutor().JobInsertFast(t.Context(), params); err != nil {
+	if _, err := d.GetExecutor().JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 	exec := d.GetExecutor()
@@ -239,7 +239,7 @@ func seedPlanJobs(t *testing.T, d *Driver) {
 			t.Fatalf("claim: %v", err)
 		}
 		for _, j := range jobs[:20] {
-			if _, _, err := exec.JobCancelRunning(t.Context(), j.ID); err != nil {
+			if _, _, err := exec.JobCancelRunning(t.Context(), &driver.JobCancelRunningParams{ID: j.ID}); err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
 		}

@@ -58,7 +58,7 @@ func insertJobs(t *testing.T, exec driver.Executor, queue string, n int) {
 	for i := range params {
 		params[i] = testJob(queue)
 	}
-	if got, err := exec.JobInsertFast(t.Context(), params); err != nil || got != n {
+	if got, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil || got != n {
 		t.Fatalf("JobInsertFast = %d, %v; want %d", got, err, n)
 	}
 }
@@ -140,7 +140,7 @@ func TestHeartbeatIsHOT(t *testing.T) {
 	defer conn.Release()
 	exec := &executor{db: conn}
 
-	if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{testJob("hot")}); err != nil {
+	if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob("hot")}}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "hot", Max: 1, Owner: "w", DefaultLeaseTTL: time.Minute})
@@ -370,7 +370,7 @@ func TestClaimAfterPosition(t *testing.T) {
 		p.EncodedArgs = []byte(fmt.Sprintf(`{"n":%d}`, i))
 		params = append(params, p)
 	}
-	res, err := exec.JobInsertMany(ctx, params)
+	res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: params})
 	if err != nil {
 		t.Fatalf("insert: %v", err)
 	}
@@ -418,7 +418,7 @@ func TestInsertFast(t *testing.T) {
 	scheduled.ScheduledAt = &later
 	withTTL := testJob("fast")
 	withTTL.LeaseTTL = 3 * time.Second
-	n, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{testJob("fast"), withTTL, scheduled})
+	n, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{testJob("fast"), withTTL, scheduled}})
 	if err != nil || n != 3 {
 		t.Fatalf("JobInsertFast = %d, %v; want 3", n, err)
 	}
@@ -450,7 +450,7 @@ func TestInsertFast(t *testing.T) {
 
 	keyed := testJob("fast")
 	keyed.UniqueKey = "k"
-	if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{keyed}); err == nil {
+	if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{keyed}}); err == nil {
 		t.Fatalf("JobInsertFast took a job with a unique key")
 	}
 }
@@ -471,7 +471,7 @@ func TestInsertUniqueConcurrent(t *testing.T) {
 		wg.Go(func() {
 			p := testJob("uniq")
 			p.UniqueKey = "order-42"
-			res, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{p})
+			res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}})
 			if err == nil {
 				results[i] = res[0]
 			}
@@ -541,7 +541,7 @@ func TestInsertUniqueBatchesNoDeadlock(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			res, err := exec.JobInsertMany(ctx, params)
+			res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: params})
 			if err != nil {
 				errs[i] = err
 				return
@@ -597,13 +597,13 @@ func TestListenInserts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
-	if _, err := tx.JobInsertMany(ctx, []*driver.JobInsertParams{testJob(rolledBack)}); err != nil {
+	if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob(rolledBack)}}); err != nil {
 		t.Fatalf("insert in tx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
-	if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{testJob(committed), testJob(committed)}); err != nil {
+	if _, err := d.GetExecutor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob(committed), testJob(committed)}}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 	deadline := time.After(10 * time.Second)

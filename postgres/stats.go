@@ -29,16 +29,16 @@ WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= now()
 GROUP BY queue
 ORDER BY queue`
 
-func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*driver.ThroughputCount, error) {
+func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*leasetype.ThroughputCount, error) {
 	rows, err := e.db.Query(ctx, sqlJobThroughput, params.Since)
 	if err != nil {
 		return nil, fmt.Errorf("count throughput: %w", translate(err))
 	}
 	defer rows.Close()
-	out := []*driver.ThroughputCount{}
+	out := []*leasetype.ThroughputCount{}
 	for rows.Next() {
 		var (
-			c       driver.ThroughputCount
+			c       leasetype.ThroughputCount
 			outcome string
 		)
 		if err := rows.Scan(&c.Queue, &c.Minute, &outcome, &c.Count); err != nil {
@@ -54,16 +54,16 @@ func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughp
 	return out, nil
 }
 
-func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, error) {
+func (e *executor) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error) {
 	rows, err := e.db.Query(ctx, sqlQueueBacklog)
 	if err != nil {
 		return nil, fmt.Errorf("measure backlog: %w", translate(err))
 	}
 	defer rows.Close()
-	out := []*driver.QueueBacklog{}
+	out := []*leasetype.QueueBacklog{}
 	for rows.Next() {
 		var (
-			b     driver.QueueBacklog
+			b     leasetype.QueueBacklog
 			ageUS float64
 		)
 		if err := rows.Scan(&b.Queue, &b.Available, &ageUS); err != nil {

@@ -24,7 +24,8 @@ ORDER BY id`
 // JobCancelRunning asks for cancellation of a running job in one conditional
 // UPDATE ... RETURNING; when the job is not running it reads the unchanged
 // row in the same transaction.
-func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error) {
+func (e *executor) JobCancelRunning(ctx context.Context, params *driver.JobCancelRunningParams) (*leasetype.JobRow, bool, error) {
+	id := params.ID
 	var (
 		job     *leasetype.JobRow
 		running bool

@@ -65,7 +65,8 @@ type limitKey struct {
 // can change the rows, or the running jobs, until it ends: there is nothing
 // more to lock. It refuses to run on the pool, where that transaction would
 // end with the call.
-func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*driver.LimitRow, error) {
+func (e *executor) LimitLock(ctx context.Context, params *driver.LimitLockParams) ([]*driver.LimitRow, error) {
+	keys := params.Keys
 	if e.onPool {
 		return nil, fmt.Errorf("lock limits: %w", errLimitLockPool)
 	}

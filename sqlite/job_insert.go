@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/driver"
-	"github.com/leasehold/leasehold/leasetype"
 )
 
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
@@ -18,22 +17,22 @@ var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take
 // finished one whose unique_finished names its state) is skipped by the
 // partial unique index and that job is returned instead, also for a key
 // repeated within params.
-func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
-	if len(params) == 0 {
+func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
-	out := make([]*driver.JobInsertResult, 0, len(params))
+	out := make([]*driver.JobInsertResult, 0, len(params.Jobs))
 	err := e.write(ctx, func(q querier) error {
 		out = out[:0]
 		var now int64
 		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		for _, p := range params {
+		for _, p := range params.Jobs {
 			row := q.QueryRowContext(ctx, queryJobInsert,
-				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), metadata(p.Metadata),
+				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
 				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now,
-				uniqueFinished(p.UniqueFinished))
+				driver.UniqueFinishedMask(p.UniqueFinished))
 			job, err := scanJob(row)
 			if err == nil {
 				out = append(out, &driver.JobInsertResult{Job: job})
@@ -74,16 +73,16 @@ type fastJob struct {
 // JobInsertFast inserts jobs with one INSERT ... SELECT from a JSON array,
 // in one transaction, and returns the count. It refuses jobs with unique
 // keys.
-func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	jobs := make([]fastJob, len(params))
-	for i, p := range params {
+func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFastParams) (int, error) {
+	jobs := make([]fastJob, len(params.Jobs))
+	for i, p := range params.Jobs {
 		if p.UniqueKey != "" {
 			return 0, errFastUniqueKey
 		}
 		jobs[i] = fastJob{Kind: p.Kind, Queue: p.Queue, Priority: p.Priority,
-			Args: string(p.EncodedArgs), Metadata: metadata(p.Metadata), MaxAttempts: p.MaxAttempts,
+			Args: string(p.EncodedArgs), Metadata: string(driver.MetadataOrEmpty(p.Metadata)), MaxAttempts: p.MaxAttempts,
 			LeaseTTLMS: millis(p.LeaseTTL), ScheduledAt: micros(p.ScheduledAt),
-			UniqueFinished: uniqueFinished(p.UniqueFinished)}
+			UniqueFinished: driver.UniqueFinishedMask(p.UniqueFinished)}
 	}
 	if len(jobs) == 0 {
 		return 0, nil
@@ -109,30 +108,4 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
 	return int(n), nil
-}
-
-// metadata stores missing metadata as an empty JSON object.
-func metadata(b []byte) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
-
-// uniqueFinished encodes the finished states in which a job keeps its unique
-// key as the unique_finished bitmask. Other states are ignored: the client
-// validates the list, and unfinished states hold the key anyway.
-func uniqueFinished(states []leasetype.JobState) int {
-	mask := 0
-	for _, s := range states {
-		switch s {
-		case leasetype.JobStateCompleted:
-			mask |= 1
-		case leasetype.JobStateDiscarded:
-			mask |= 2
-		case leasetype.JobStateCancelled:
-			mask |= 4
-		}
-	}
-	return mask
 }

@@ -29,7 +29,8 @@ var jobListSQL = sqlbackend.JobListSQL{
 }
 
 // JobGet returns one job or driver.ErrNotFound.
-func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error) {
+	id := params.ID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -58,7 +59,8 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 }
 
 // JobAttempts returns a job's attempt history, oldest first.
-func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.AttemptRow, error) {
+func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	jobID := params.JobID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -71,7 +73,7 @@ func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.A
 }
 
 // JobCountByState counts jobs per queue and state, ordered by queue and state.
-func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCount, error) {
+func (e *executor) JobCountByState(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCou
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	slices.SortFunc(out, func(a, b *driver.QueueStateCount) int {
+	slices.SortFunc(out, func(a, b *leasetype.QueueStateCount) int {
 		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.State, b.State))
 	})
 	return out, nil

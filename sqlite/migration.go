@@ -37,7 +37,8 @@ func (e *executor) MigrationApplied(ctx context.Context) ([]int, error) {
 }
 
 // MigrationRecord marks m applied (up) or removes its record (down).
-func (e *executor) MigrationRecord(ctx context.Context, m driver.Migration, up bool) error {
+func (e *executor) MigrationRecord(ctx context.Context, params *driver.MigrationRecordParams) error {
+	m, up := params.Migration, params.Up
 	err := e.write(ctx, func(q querier) error {
 		if up {
 			_, err := q.ExecContext(ctx, queryMigrationInsert, m.Version, m.Name)

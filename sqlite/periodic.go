@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // Schedule times are INTEGER microseconds like every other time column, so a
@@ -43,8 +44,8 @@ WHERE name = ?1 AND next_run_at = ?2
 		WHERE name = ?6 AND token = ?7 AND lease_until > ` + sqlNow + `)`
 
 // PeriodicEnsure registers a schedule and returns its row after the call.
-func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*driver.PeriodicRow, error) {
-	var row *driver.PeriodicRow
+func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*leasetype.PeriodicSchedule, error) {
+	var row *leasetype.PeriodicSchedule
 	err := e.write(ctx, func(q querier) error {
 		if _, err := q.ExecContext(ctx, queryPeriodicEnsure, params.Name, params.Spec,
 			params.NextRunAt.UnixMicro()); err != nil {
@@ -61,7 +62,7 @@ func (e *executor) PeriodicEnsure(ctx context.Context, params *driver.PeriodicEn
 }
 
 // PeriodicList returns every schedule in name order.
-func (e *executor) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, error) {
+func (e *executor) PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func (e *executor) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, err
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
-	out := []*driver.PeriodicRow{}
+	out := []*leasetype.PeriodicSchedule{}
 	for rows.Next() {
 		row, err := scanPeriodic(rows)
 		if err != nil {
@@ -106,9 +107,9 @@ func (e *executor) PeriodicAdvance(ctx context.Context, params *driver.PeriodicA
 }
 
 // scanPeriodic reads a row selected with periodicColumns.
-func scanPeriodic(s sqlbackend.RowScanner) (*driver.PeriodicRow, error) {
+func scanPeriodic(s sqlbackend.RowScanner) (*leasetype.PeriodicSchedule, error) {
 	var (
-		row             driver.PeriodicRow
+		row             leasetype.PeriodicSchedule
 		next, updated   int64
 		lastRun, lastID sql.NullInt64
 	)

@@ -167,7 +167,7 @@ func TestClaimExclusive(t *testing.T) {
 	ctx := context.Background()
 	d := newTestDriver(t)
 	const total, workers = 2000, 8
-	n, err := d.GetExecutor().JobInsertFast(ctx, insertParams("default", total))
+	n, err := d.GetExecutor().JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: insertParams("default", total)})
 	if err != nil || n != total {
 		t.Fatalf("insert = %d, %v", n, err)
 	}
@@ -223,11 +223,11 @@ func TestInsertInRolledBackUserTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := d.UnwrapExecutor(tx)
-	res, err := ex.JobInsertMany(ctx, insertParams("default", 3))
+	res, err := ex.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: insertParams("default", 3)})
 	if err != nil || len(res) != 3 {
 		t.Fatalf("insert = %v, %v", res, err)
 	}
-	if _, err := ex.JobGet(ctx, res[0].Job.ID); err != nil {
+	if _, err := ex.JobGet(ctx, &driver.JobGetParams{ID: res[0].Job.ID}); err != nil {
 		t.Fatalf("read own insert in tx: %v", err)
 	}
 	if err := tx.Rollback(); err != nil {
@@ -251,7 +251,7 @@ func TestUniqueKeyConcurrent(t *testing.T) {
 		wg.Go(func() {
 			p := insertParams("default", 1)
 			p[0].UniqueKey = "charge-42"
-			res, err := d.GetExecutor().JobInsertMany(ctx, p)
+			res, err := d.GetExecutor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: p})
 			errs[i] = errors.Join(err)
 			if err == nil {
 				results[i] = res[0]

@@ -242,7 +242,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 				p.UniqueKey = "race"
 				p.EncodedArgs = fmt.Appendf(nil, `{"g": %d}`, i)
 				<-start
-				res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{p})
+				res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}})
 				if err == nil && (len(res) != 1 || res[0].Job == nil) {
 					err = fmt.Errorf("got %d results", len(res))
 				}
@@ -290,7 +290,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("RollbackTx: %v", err)
 		}
 		exec := d.GetExecutor()
-		_, err := exec.JobGet(t.Context(), job.ID)
+		_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: job.ID})
 		assertNotFound(t, "JobGet after rollback", err)
 		if n := countJobs(t, exec, driver.JobListParams{}); n != 0 {
 			t.Errorf("jobs after rollback = %d, want 0", n)
@@ -326,7 +326,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 			params[i].Priority = 1 + i%4
 		}
 		before := mustNow(t, exec)
-		count, err := exec.JobInsertFast(t.Context(), params)
+		count, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params})
 		if err != nil {
 			t.Fatalf("JobInsertFast: %v", err)
 		}
@@ -360,7 +360,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		keyed := jobParams("bulk", "fast")
 		keyed.UniqueKey = "not-allowed"
-		if _, err := exec.JobInsertFast(t.Context(), []*driver.JobInsertParams{jobParams("bulk", "fast"), keyed}); err == nil {
+		if _, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{jobParams("bulk", "fast"), keyed}}); err == nil {
 			t.Errorf("JobInsertFast with a unique key: got no error")
 		}
 		if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "not-allowed"}); n != 0 {

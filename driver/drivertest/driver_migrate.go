@@ -95,7 +95,7 @@ func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("MigrationApplied after DownTo(0) = %v, want none", got)
 		}
 		assertStatus(t, m, ms, false)
-		if _, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{jobParams("k", "q")}); err == nil {
+		if _, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{jobParams("k", "q")}}); err == nil {
 			t.Errorf("JobInsertMany with the schema removed: got no error")
 		}
 
