@@ -11,6 +11,39 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobInsertSQL inserts one job: kind, queue, scheduled_at (for the state),
+// priority, args, metadata, unique key, unique_finished, max attempts, lease
+// TTL in ms, scheduled_at again (NULL means now). A job whose unique key
+// another job holds fails with a duplicate-key error on unique_key_active.
+const jobInsertSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, unique_finished,
+	 max_attempts, lease_ttl_ms, scheduled_at, created_at)
+VALUES (?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
+	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `)`
+
+// jobInsertFastRow is one row of jobInsertFastSQL, with the same arguments
+// as jobInsertSQL less the unique key.
+const jobInsertFastRow = `(?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
+	?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `)`
+
+// jobInsertFastSQL starts a multi-row insert; JobInsertFast appends its
+// rows (jobInsertFastRow) separated by commas.
+const jobInsertFastSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_finished, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at)
+VALUES `
+
+// jobGetKeyHolderSQL finds the job holding a unique key: the one whose
+// unique_key_active is set, by the same rule as the unique index (unfinished,
+// or finished in a state its unique_finished names). It is a locking read,
+// so it sees the latest committed holder even inside a REPEATABLE READ
+// transaction whose snapshot predates it.
+const jobGetKeyHolderSQL = `SELECT ` + jobColumns + `
+FROM leasehold_job WHERE unique_key_active = ? LOCK IN SHARE MODE`
+
+// jobsByIDsSQL reads jobs by ID; the caller appends the ID list and ")".
+const jobsByIDsSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id IN (`
+
 // maxInsertRounds bounds the retries of one job's insert. A round is retried
 // only when the job holding its unique key released it between the insert
 // and the lookup, so more than a couple of rounds means something is wrong.
@@ -85,7 +118,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 // unique key.
 func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64, *leasetype.JobRow, error) {
 	for round := 0; round < maxInsertRounds; round++ {
-		res, err := q.ExecContext(ctx, queryJobInsert,
+		res, err := q.ExecContext(ctx, jobInsertSQL,
 			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
 			string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)), nullString(p.UniqueKey),
 			driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
@@ -97,7 +130,7 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 		if !isDuplicate(err) || p.UniqueKey == "" {
 			return 0, nil, err
 		}
-		existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetKeyHolder, p.UniqueKey))
+		existing, err := scanJob(q.QueryRowContext(ctx, jobGetKeyHolderSQL, p.UniqueKey))
 		if err == nil {
 			return 0, existing, nil
 		}
@@ -131,7 +164,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 				bytes int
 				end   = start
 			)
-			b.WriteString(queryJobInsertFast)
+			b.WriteString(jobInsertFastSQL)
 			for end < len(params.Jobs) && end-start < fastBatchRows && (end == start || bytes < fastBatchBytes) {
 				p := params.Jobs[end]
 				if end > start {
@@ -166,7 +199,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 
 // jobsByID reads the jobs with the given IDs, by ID.
 func jobsByID(ctx context.Context, q querier, ids []int64) (map[int64]*leasetype.JobRow, error) {
-	rows, err := q.QueryContext(ctx, queryJobsByIDs+placeholders(len(ids))+")", idArgs(ids)...)
+	rows, err := q.QueryContext(ctx, jobsByIDsSQL+placeholders(len(ids))+")", idArgs(ids)...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,222 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobClaimSQL leases up to $2 jobs of queue $1. The picked CTE is
+// materialized so that LIMIT and SKIP LOCKED apply once, before the update;
+// concurrent claimers skip each other's rows instead of waiting on them.
+//
+// The update finds the locked rows by their tuple address (ctid, a TID scan
+// of one heap page per row) instead of by id, which would descend the
+// primary key for every row. The address cannot change between the lock and
+// the update: the row stays locked by this statement. A row that another
+// transaction updated and committed after this statement's snapshot was
+// taken is locked in its newer version, which the update does not see; it
+// is left unclaimed, as if another claimer had taken it, and stays
+// claimable. The row is never claimed twice: the update writes only rows
+// this statement locked.
+// The TTL is the job's own, else the per-kind TTL from the parallel arrays
+// $4/$5, else $6, all in milliseconds. Kinds in $7 get the stuck policy.
+// A paused queue (a leasehold_queue row with paused_at set) yields nothing.
+// $8 (when not empty) restricts the claim to those kinds and $9 excludes
+// kinds. Both are filters on rows the claim index already yields, and both
+// are always true for empty arrays, so the plain claim keeps its plan and
+// pays a constant test per row at most.
+//
+// The scan starts after the position ($10, $11, $12) in claim order: the
+// last job of the producer's previous full claim, or (0, -infinity, 0) for
+// the head. The index's head holds the entries of the jobs already claimed
+// until vacuum removes them, and a drain that always starts there walks
+// more of them with every claim.
+const jobClaimSQL = `
+WITH picked AS MATERIALIZED (
+	SELECT ctid AS picked_ctid
+	FROM leasehold_job
+	WHERE state IN ('available', 'scheduled', 'retryable')
+		AND queue = $1
+		AND scheduled_at <= now()
+		AND (cardinality($8::text[]) = 0 OR kind = ANY($8::text[]))
+		AND kind <> ALL($9::text[])
+		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
+		AND (priority, scheduled_at, id) > ($10::smallint, $11::timestamptz, $12::bigint)
+	ORDER BY priority, scheduled_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE leasehold_job SET
+	state = 'running',
+	attempt = attempt + 1,
+	lease_token = lease_token + 1,
+	lease_owner = $3,
+	leased_at = now(),
+	lease_until = now() + coalesce(
+		lease_ttl_ms,
+		(SELECT k.ttl_ms FROM unnest($4::text[], $5::bigint[]) AS k(ttl_kind, ttl_ms)
+		 WHERE k.ttl_kind = leasehold_job.kind LIMIT 1),
+		$6::bigint) * interval '1 millisecond',
+	heartbeat_at = NULL,
+	heartbeats = 0,
+	expiry_policy = CASE WHEN kind = ANY($7::text[]) THEN 'stuck' ELSE 'retry' END
+FROM picked
+WHERE leasehold_job.ctid = picked.picked_ctid
+RETURNING ` + jobColumns
+
+// jobHeartbeatSQL renews the leases given as parallel arrays of id, token
+// and TTL in milliseconds. It writes only unindexed columns, so Postgres can
+// apply it as a HOT update. The clock is read once (a materialized CTE) so
+// that heartbeat_at and lease_until agree.
+//
+// The range of the ids (here and in the outcome statements) bounds any scan
+// of the running index to the batch's ids: the index's head holds the
+// entries of jobs that have left running state until vacuum removes them,
+// and a plan that scans the whole index (a hash of the running rows, which
+// the planner picks when its statistics show few running jobs) would walk
+// them on every statement (TestOutcomePlansBoundTheRunningScan).
+const jobHeartbeatSQL = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS hb_now)
+UPDATE leasehold_job SET
+	lease_until = clock.hb_now + t.hb_ttl_ms * interval '1 millisecond',
+	heartbeat_at = clock.hb_now,
+	heartbeats = heartbeats + 1
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(hb_id, hb_token, hb_ttl_ms), clock
+WHERE id = t.hb_id
+	AND lease_token = t.hb_token
+	AND state = 'running'
+	AND lease_until > clock.hb_now
+	AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
+		AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
+RETURNING id`
+
+// jobFinishSQL ends the leases given as parallel arrays and appends their
+// attempt rows in the same statement. It reads clock_timestamp(), not now():
+// it may run late in a long user transaction (CompleteTx), where now() is the
+// transaction's start and would accept a lease that has since expired.
+//
+// A job whose cancellation was asked for (cancel_requested_at set) must not
+// run again: an outcome that would run it again (retryable, available,
+// scheduled) becomes cancelled, with attempt outcome cancelled. The test
+// reads the row the update locked, so a cancellation that commits first is
+// always seen (READ COMMITTED re-evaluates the row after the lock wait).
+const jobFinishSQL = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
+input AS (
+	SELECT *
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
+	            $5::timestamptz[], $6::text[], $7::boolean[])
+		AS t(fin_id, fin_token, fin_state, fin_outcome, fin_scheduled_at, fin_error, fin_count_error)
+),
+finished AS (
+	UPDATE leasehold_job SET
+		state = CASE
+			WHEN cancel_requested_at IS NOT NULL
+				AND input.fin_state IN ('retryable', 'available', 'scheduled') THEN 'cancelled'
+			ELSE input.fin_state END,
+		scheduled_at = CASE
+			WHEN cancel_requested_at IS NOT NULL
+				AND input.fin_state IN ('retryable', 'available', 'scheduled') THEN scheduled_at
+			WHEN input.fin_state IN ('retryable', 'scheduled') THEN coalesce(input.fin_scheduled_at, clock.fin_now)
+			WHEN input.fin_state = 'available' THEN clock.fin_now
+			ELSE scheduled_at END,
+		errors = errors + CASE WHEN input.fin_count_error THEN 1 ELSE 0 END,
+		last_error = CASE WHEN input.fin_error <> '' THEN input.fin_error ELSE last_error END,
+		finalized_at = CASE
+			WHEN input.fin_state IN ('completed', 'discarded', 'cancelled', 'stuck') THEN clock.fin_now
+			WHEN cancel_requested_at IS NOT NULL THEN clock.fin_now
+			END
+	FROM input, clock
+	WHERE id = input.fin_id
+		AND lease_token = input.fin_token
+		AND state = 'running'
+		AND lease_until > clock.fin_now
+		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
+			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
+	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, clock.fin_now,
+		-- state is the new value here: cancelled by the request above.
+		CASE WHEN state = 'cancelled' AND input.fin_state <> 'cancelled' THEN 'cancelled'
+			ELSE input.fin_outcome END AS fin_outcome,
+		input.fin_error
+),
+recorded AS (
+	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	                               last_heartbeat_at, heartbeats, finished_at, outcome, error)
+	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, fin_now, fin_outcome, nullif(fin_error, '')
+	FROM finished
+)
+SELECT id FROM finished`
+
+// jobCompleteSQL is jobFinishSQL for the success path: completions only,
+// given as parallel arrays of id and token, no error text. It writes what
+// jobFinishSQL writes for them (a cancellation request does not change a
+// completion) and leaves Postgres four text arrays fewer to decode.
+const jobCompleteSQL = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
+finished AS (
+	UPDATE leasehold_job SET
+		state = 'completed',
+		finalized_at = clock.fin_now
+	FROM unnest($1::bigint[], $2::bigint[]) AS t(fin_id, fin_token), clock
+	WHERE id = t.fin_id
+		AND lease_token = t.fin_token
+		AND state = 'running'
+		AND lease_until > clock.fin_now
+		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
+			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
+	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, clock.fin_now
+),
+recorded AS (
+	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	                               last_heartbeat_at, heartbeats, finished_at, outcome)
+	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, fin_now, 'completed'
+	FROM finished
+)
+SELECT id FROM finished`
+
+// jobExpireSQL reclaims up to $1 running jobs whose lease expired. Locking
+// with SKIP LOCKED in a materialized CTE lets many watchers run at once
+// without reclaiming a job twice. A job goes to stuck when its policy says so
+// or when it reaches $2 expiries ($2 > 0); stuck counts as finalized. A job
+// whose cancellation was asked for is cancelled instead: it must not run
+// again. Its attempt row still says lease_expired, which is what happened.
+const jobExpireSQL = `
+WITH picked AS MATERIALIZED (
+	SELECT id AS picked_id,
+		expiry_policy = 'stuck' OR ($2::int > 0 AND expiries + 1 >= $2::int) AS to_stuck
+	FROM leasehold_job
+	WHERE state = 'running' AND lease_until < now()
+	ORDER BY id
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+),
+expired AS (
+	UPDATE leasehold_job SET
+		expiries = expiries + 1,
+		state = CASE
+			WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+			WHEN picked.to_stuck THEN 'stuck'
+			ELSE 'available' END,
+		scheduled_at = CASE
+			WHEN cancel_requested_at IS NOT NULL OR picked.to_stuck THEN scheduled_at
+			ELSE now() END,
+		finalized_at = CASE WHEN cancel_requested_at IS NOT NULL OR picked.to_stuck THEN now() END,
+		last_error = format('lease expired: owner %s, token %s, lease until %s',
+			lease_owner, lease_token,
+			to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+	FROM picked
+	WHERE id = picked.picked_id
+	RETURNING leasehold_job.*
+),
+recorded AS (
+	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	                               last_heartbeat_at, heartbeats, finished_at, outcome, error)
+	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
+		heartbeat_at, heartbeats, now(), 'lease_expired', last_error
+	FROM expired
+)
+SELECT ` + jobColumns + ` FROM expired ORDER BY id`
+
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	if params.Max < 1 {
 		return nil, nil
@@ -28,15 +244,15 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 	// pgx sends a nil slice as NULL, and the claim's filters are written
 	// for arrays: NULL would match nothing.
-	rows, err := e.db.Query(ctx, sqlJobClaim, params.Queue, params.Max, params.Owner,
+	rows, err := e.db.Query(ctx, jobClaimSQL, params.Queue, params.Max, params.Owner,
 		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), nonNil(params.StuckKinds),
 		nonNil(params.Kinds), nonNil(params.ExcludeKinds), afterPriority, afterTime, afterID)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", translate(err))
+		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
 	}
 	jobs, err := scanJobs(rows, params.Max)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", translate(err))
+		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
 	}
 	// UPDATE ... RETURNING has no order of its own.
 	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
@@ -55,7 +271,7 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	for i, l := range params.Leases {
 		ids[i], tokens[i], ttls[i] = l.ID, l.Token, l.TTL.Milliseconds()
 	}
-	return e.queryIDs(ctx, "renew leases", sqlJobHeartbeat, ids, tokens, ttls)
+	return e.queryIDs(ctx, "renew leases", jobHeartbeatSQL, ids, tokens, ttls)
 }
 
 // finishStates are the states a lease may end in.
@@ -74,7 +290,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		for i, it := range params.Items {
 			ids[i], tokens[i] = it.ID, it.Token
 		}
-		return e.queryIDs(ctx, "finish leases", sqlJobComplete, ids, tokens)
+		return e.queryIDs(ctx, "finish leases", jobCompleteSQL, ids, tokens)
 	}
 	var (
 		ids        = make([]int64, n)
@@ -96,26 +312,26 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		}
 		errs[i], countError[i] = it.Error, it.CountError
 	}
-	return e.queryIDs(ctx, "finish leases", sqlJobFinish, ids, tokens, states, outcomes, scheduled, errs, countError)
+	return e.queryIDs(ctx, "finish leases", jobFinishSQL, ids, tokens, states, outcomes, scheduled, errs, countError)
 }
 
 func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {
 	if params.Limit < 1 {
 		return nil, nil
 	}
-	rows, err := e.db.Query(ctx, sqlJobExpire, params.Limit, params.MaxExpiries)
+	rows, err := e.db.Query(ctx, jobExpireSQL, params.Limit, params.MaxExpiries)
 	if err != nil {
-		return nil, fmt.Errorf("expire leases: %w", translate(err))
+		return nil, fmt.Errorf("expire leases: %w", translateError(err))
 	}
 	jobs, err := scanJobs(rows, params.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("expire leases: %w", translate(err))
+		return nil, fmt.Errorf("expire leases: %w", translateError(err))
 	}
 	return jobs, nil
 }
 
 // allCompletions reports whether every item is a plain completion, which
-// sqlJobComplete writes.
+// jobCompleteSQL writes.
 func allCompletions(items []*driver.JobFinish) bool {
 	for _, it := range items {
 		if it.State != leasetype.JobStateCompleted || it.Outcome != leasetype.OutcomeCompleted ||

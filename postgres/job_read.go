@@ -2,24 +2,46 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
+
+// jobGetSQL reads one job.
+const jobGetSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = $1`
+
+// jobListSelectSQL starts a job listing; JobList appends the conditions its
+// filter asks for (jobListBy*) joined with AND, then jobListOrderSQL.
+const jobListSelectSQL = `SELECT ` + jobColumns + ` FROM leasehold_job`
+
+// The job listing's conditions, each taking one argument whose number
+// JobList substitutes for %d.
+const (
+	jobListByStates    = `state = ANY($%d::text[])`
+	jobListByQueue     = `queue = $%d`
+	jobListByKind      = `kind = $%d`
+	jobListByUniqueKey = `unique_key = $%d`
+	jobListBeforeID    = `id < $%d`
+)
+
+// jobListOrderSQL ends a job listing: newest first, at most the argument.
+const jobListOrderSQL = ` ORDER BY id DESC LIMIT $%d`
+
+// jobAttemptsSQL reads a job's attempt history. Tokens grow with every
+// lease, so they order the history.
+const jobAttemptsSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt WHERE job_id = $1 ORDER BY token`
 
 // defaultListLimit is JobList's limit when the filter sets none.
 const defaultListLimit = 100
 
 func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error) {
 	id := params.ID
-	job, err := scanJob(e.db.QueryRow(ctx, sqlJobGet, id))
+	job, err := scanJob(e.db.QueryRow(ctx, jobGetSQL, id))
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, translate(err))
+		return nil, fmt.Errorf("get job %d: %w", id, translateError(err))
 	}
 	return job, nil
 }
@@ -59,30 +81,30 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 		limit = defaultListLimit
 	}
 	var sql strings.Builder
-	sql.WriteString(sqlJobListSelect)
+	sql.WriteString(jobListSelectSQL)
 	if len(conds) > 0 {
 		sql.WriteString(" WHERE ")
 		sql.WriteString(strings.Join(conds, " AND "))
 	}
 	args = append(args, limit)
-	fmt.Fprintf(&sql, sqlJobListOrder, len(args))
+	fmt.Fprintf(&sql, jobListOrderSQL, len(args))
 
 	rows, err := e.db.Query(ctx, sql.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", translate(err))
+		return nil, fmt.Errorf("list jobs: %w", translateError(err))
 	}
 	jobs, err := scanJobs(rows, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", translate(err))
+		return nil, fmt.Errorf("list jobs: %w", translateError(err))
 	}
 	return jobs, nil
 }
 
 func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
 	jobID := params.JobID
-	rows, err := e.db.Query(ctx, sqlJobAttempts, jobID)
+	rows, err := e.db.Query(ctx, jobAttemptsSQL, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translate(err))
+		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
 	}
 	defer rows.Close()
 	var out []*leasetype.AttemptRow
@@ -94,63 +116,7 @@ func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsPa
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translate(err))
-	}
-	return out, nil
-}
-
-func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStateParams) (*leasetype.JobRow, bool, error) {
-	if !params.State.Valid() || params.State == leasetype.JobStateRunning {
-		return nil, false, fmt.Errorf("set state of job %d: cannot move a job to %q", params.ID, params.State)
-	}
-	from := make([]string, len(params.FromStates))
-	for i, s := range params.FromStates {
-		from[i] = string(s)
-	}
-	var at pgtype.Timestamptz
-	if params.ScheduledAt != nil {
-		at = pgtype.Timestamptz{Time: *params.ScheduledAt, Valid: true}
-	}
-	job, err := scanJob(e.db.QueryRow(ctx, sqlJobSetState,
-		params.ID, from, string(params.State), at, params.ResetErrors, params.Note))
-	if err == nil {
-		return job, true, nil
-	}
-	if isUniqueViolation(err) {
-		return nil, false, fmt.Errorf("set state of job %d: %w", params.ID, driver.ErrUniqueConflict)
-	}
-	if err = translate(err); !errors.Is(err, driver.ErrNotFound) {
-		return nil, false, fmt.Errorf("set state of job %d: %w", params.ID, err)
-	}
-	// No row changed: either the job does not exist or it is not in one of
-	// the states the caller allowed.
-	job, err = e.JobGet(ctx, &driver.JobGetParams{ID: params.ID})
-	if err != nil {
-		return nil, false, err
-	}
-	return job, false, nil
-}
-
-func (e *executor) JobCountByState(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
-	rows, err := e.db.Query(ctx, sqlJobCountByState)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", translate(err))
-	}
-	defer rows.Close()
-	var out []*leasetype.QueueStateCount
-	for rows.Next() {
-		var (
-			c     leasetype.QueueStateCount
-			state string
-		)
-		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
-			return nil, fmt.Errorf("scan job count: %w", err)
-		}
-		c.State = leasetype.JobState(state)
-		out = append(out, &c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count jobs: %w", translate(err))
+		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
 	}
 	return out, nil
 }

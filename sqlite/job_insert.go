@@ -9,6 +9,57 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
+// heldKeyPredicate is the predicate of the partial unique index on
+// unique_key (migration 3): every unfinished job holds its key, a finished
+// one when its unique_finished bit for its state is set. A query repeats it
+// verbatim so that the planner proves the index applies.
+const heldKeyPredicate = `unique_key IS NOT NULL
+	AND (state IN ('available', 'scheduled', 'running', 'retryable', 'stuck')
+		OR (state = 'completed' AND unique_finished & 1 <> 0)
+		OR (state = 'discarded' AND unique_finished & 2 <> 0)
+		OR (state = 'cancelled' AND unique_finished & 4 <> 0))`
+
+// jobInsertSQL inserts one job, skipping it when a job holding its unique
+// key exists (the partial unique index; an upsert without a conflict target
+// covers any unique index). ?1 kind, ?2 queue, ?3 priority, ?4 args, ?5
+// metadata, ?6 unique key, ?7 max attempts, ?8 lease TTL in ms, ?9
+// scheduled_at or NULL, ?10 now, ?11 the unique_finished bitmask.
+const jobInsertSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
+VALUES (?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' ELSE 'available' END,
+	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10, ?11)
+ON CONFLICT DO NOTHING
+RETURNING ` + jobColumns
+
+// jobGetKeyHolderSQL finds the job holding a unique key, by the rule of
+// the unique index.
+const jobGetKeyHolderSQL = `SELECT ` + jobColumns + `
+FROM leasehold_job
+WHERE unique_key = ?1 AND ` + heldKeyPredicate
+
+// jobInsertFastSQL inserts the jobs of ?1, a JSON array of {"kind",
+// "queue", "priority", "args", "metadata", "max_attempts", "lease_ttl_ms",
+// "scheduled_at", "unique_finished"} with args and metadata as JSON text, in
+// one statement whatever their number; ?2 is now.
+const jobInsertFastSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
+SELECT p.kind, p.queue,
+	CASE WHEN p.scheduled_at > ?2 THEN 'scheduled' ELSE 'available' END,
+	p.priority, p.args, p.metadata, p.max_attempts, p.lease_ttl_ms,
+	coalesce(p.scheduled_at, ?2), ?2, p.unique_finished
+FROM (
+	SELECT value ->> '$.kind' AS kind, value ->> '$.queue' AS queue,
+		value ->> '$.priority' AS priority, value ->> '$.args' AS args,
+		value ->> '$.metadata' AS metadata, value ->> '$.max_attempts' AS max_attempts,
+		value ->> '$.lease_ttl_ms' AS lease_ttl_ms, value ->> '$.scheduled_at' AS scheduled_at,
+		value ->> '$.unique_finished' AS unique_finished,
+		key AS n
+	FROM json_each(?1)
+) AS p
+ORDER BY p.n`
+
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
 var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take jobs with a unique key; use JobInsertMany")
 
@@ -25,11 +76,11 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	err := e.write(ctx, func(q querier) error {
 		out = out[:0]
 		var now int64
-		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
 		for _, p := range params.Jobs {
-			row := q.QueryRowContext(ctx, queryJobInsert,
+			row := q.QueryRowContext(ctx, jobInsertSQL,
 				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
 				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now,
 				driver.UniqueFinishedMask(p.UniqueFinished))
@@ -41,7 +92,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 			if !isNoRows(err) || p.UniqueKey == "" {
 				return err
 			}
-			existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetKeyHolder, p.UniqueKey))
+			existing, err := scanJob(q.QueryRowContext(ctx, jobGetKeyHolderSQL, p.UniqueKey))
 			if err != nil {
 				return fmt.Errorf("read job with unique key %q: %w", p.UniqueKey, err)
 			}
@@ -55,7 +106,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	return out, nil
 }
 
-// fastJob is the JSON form of a driver.JobInsertParams for queryJobInsertFast.
+// fastJob is the JSON form of a driver.JobInsertParams for jobInsertFastSQL.
 type fastJob struct {
 	Kind        string `json:"kind"`
 	Queue       string `json:"queue"`
@@ -94,10 +145,10 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 	var n int64
 	err = e.write(ctx, func(q querier) error {
 		var now int64
-		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		res, err := q.ExecContext(ctx, queryJobInsertFast, string(jobsJSON), now)
+		res, err := q.ExecContext(ctx, jobInsertFastSQL, string(jobsJSON), now)
 		if err != nil {
 			return err
 		}
