@@ -278,6 +278,72 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	})
 
+	// Concurrent inserts of one key in batches with an unkeyed job: one
+	// batch takes the key, the others get its job back as skipped (their
+	// unkeyed jobs are inserted); once the holder is cancelled the key is
+	// free again for exactly one of the next round.
+	t.Run("UniqueKeyConcurrentRounds", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		const n = 16
+		for round := range 2 {
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				start   = make(chan struct{})
+				winners []int64
+				skipped = map[int64]int{}
+				errs    []error
+			)
+			for range n {
+				wg.Go(func() {
+					keyed := jobParams("charge", "pay")
+					keyed.UniqueKey = "rounds"
+					<-start
+					res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{
+						Jobs: []*driver.JobInsertParams{jobParams("other", "pay"), keyed},
+					})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						errs = append(errs, err)
+					case len(res) != 2 || res[0].UniqueSkipped:
+						errs = append(errs, fmt.Errorf("got %d results, first skipped %v", len(res), len(res) > 0 && res[0].UniqueSkipped))
+					case res[1].UniqueSkipped:
+						skipped[res[1].Job.ID]++
+					default:
+						winners = append(winners, res[1].Job.ID)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			for _, err := range errs {
+				t.Errorf("round %d: JobInsertMany: %v", round, err)
+			}
+			if len(winners) != 1 {
+				t.Fatalf("round %d: %d inserts took the key, want exactly 1", round, len(winners))
+			}
+			if len(skipped) != 1 || skipped[winners[0]] != n-1 {
+				t.Fatalf("round %d: skipped results %v, want %d pointing at job %d", round, skipped, n-1, winners[0])
+			}
+			if got := countJobs(t, exec, driver.JobListParams{UniqueKey: "rounds"}); got != round+1 {
+				t.Errorf("round %d: job rows with the key = %d, want %d", round, got, round+1)
+			}
+			if got := countJobs(t, exec, driver.JobListParams{Kind: "other"}); got != (round+1)*n {
+				t.Errorf("round %d: unkeyed jobs = %d, want %d", round, got, (round+1)*n)
+			}
+			// Cancel the holder so that the next round can take the key.
+			job, changed, err := exec.JobSetState(t.Context(), &driver.JobSetStateParams{
+				ID: winners[0], FromStates: []leasetype.JobState{leasetype.JobStateAvailable}, State: leasetype.JobStateCancelled,
+			})
+			if err != nil || !changed || job.State != leasetype.JobStateCancelled {
+				t.Fatalf("round %d: cancel the holder: %v, changed %v", round, err, changed)
+			}
+		}
+	})
+
 	t.Run("InTxRolledBack", func(t *testing.T) {
 		t.Parallel()
 		d := b.New(t)
