@@ -56,7 +56,7 @@ func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args J
 func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) ([]*InsertResult, error) {
 	var rows []*driver.JobInsertResult
 	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
-		rows, err = exec.JobInsertMany(c.tracking(ctx, wake), ps)
+		rows, err = exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: ps, SenderTracker: c.tracking(wake)})
 		if err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
@@ -91,7 +91,7 @@ func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, param
 				return fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
 			}
 		}
-		if n, err = exec.JobInsertFast(c.tracking(ctx, wake), ps); err != nil {
+		if n, err = exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: ps, SenderTracker: c.tracking(wake)}); err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
 		if wake {

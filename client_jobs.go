@@ -67,7 +67,7 @@ func (c *Client[TTx]) Now(ctx context.Context) (time.Time, error) {
 
 // JobGet returns a job by ID, or ErrNotFound.
 func (c *Client[TTx]) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
-	row, err := c.core.exec.JobGet(ctx, id)
+	row, err := c.core.exec.JobGet(ctx, &driver.JobGetParams{ID: id})
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
@@ -122,7 +122,7 @@ func (c *Client[TTx]) JobAttempts(ctx context.Context, id int64) ([]*leasetype.A
 	if _, err := c.JobGet(ctx, id); err != nil {
 		return nil, err
 	}
-	rows, err := c.core.exec.JobAttempts(ctx, id)
+	rows, err := c.core.exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: id})
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: get attempts of job %d: %w", id, err)
 	}
@@ -158,7 +158,7 @@ func (c *Client[TTx]) JobCancel(ctx context.Context, id int64) (*leasetype.JobRo
 		if err == nil || !errors.Is(err, ErrJobState) || row == nil || row.State != leasetype.JobStateRunning {
 			return row, err
 		}
-		row, running, err := c.core.exec.JobCancelRunning(ctx, id)
+		row, running, err := c.core.exec.JobCancelRunning(ctx, &driver.JobCancelRunningParams{ID: id})
 		if errors.Is(err, driver.ErrNotFound) {
 			return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 		}
@@ -227,11 +227,8 @@ func resolveParams(id int64, as Resolution, note string) (*driver.JobSetStatePar
 	return p, nil
 }
 
-// QueueStateCount is the number of jobs in one queue and state.
-type QueueStateCount = driver.QueueStateCount
-
 // JobCounts counts jobs per queue and state.
-func (c *Client[TTx]) JobCounts(ctx context.Context) ([]*QueueStateCount, error) {
+func (c *Client[TTx]) JobCounts(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
 	counts, err := c.core.exec.JobCountByState(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: count jobs: %w", err)
@@ -263,14 +260,10 @@ func (c *clientCore) setState(ctx context.Context, exec driver.Executor, action 
 	return row, nil
 }
 
-// ThroughputCount is the number of attempts of one queue that ended in one
-// minute with one outcome.
-type ThroughputCount = driver.ThroughputCount
-
 // JobThroughput counts the attempts that ended since the given time, per
 // queue, minute and outcome, oldest minute first: completions, failures and
 // lease expiries over time.
-func (c *Client[TTx]) JobThroughput(ctx context.Context, since time.Time) ([]*ThroughputCount, error) {
+func (c *Client[TTx]) JobThroughput(ctx context.Context, since time.Time) ([]*leasetype.ThroughputCount, error) {
 	counts, err := c.core.exec.JobThroughput(ctx, &driver.JobThroughputParams{Since: since})
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: count throughput: %w", err)
@@ -278,13 +271,9 @@ func (c *Client[TTx]) JobThroughput(ctx context.Context, since time.Time) ([]*Th
 	return counts, nil
 }
 
-// QueueBacklog is the claimable backlog of one queue: how many jobs could
-// be claimed now, and how long the oldest of them has been due (queue lag).
-type QueueBacklog = driver.QueueBacklog
-
 // QueueBacklog returns the backlog of every queue with claimable jobs,
 // measured on the database clock.
-func (c *Client[TTx]) QueueBacklog(ctx context.Context) ([]*QueueBacklog, error) {
+func (c *Client[TTx]) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error) {
 	backlog, err := c.core.exec.QueueBacklog(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: measure backlog: %w", err)

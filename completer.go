@@ -52,7 +52,7 @@ type completer struct {
 // (CompleteTx may have written it).
 type finishExecutor interface {
 	JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error)
-	JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error)
+	JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error)
 }
 
 // finishRequest is one lease to end and whom to tell the result.
@@ -230,7 +230,7 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 			continue
 		}
 		if r.item.State == leasetype.JobStateCompleted {
-			row, err := c.exec.JobGet(context.WithoutCancel(ctx), r.item.ID)
+			row, err := c.exec.JobGet(context.WithoutCancel(ctx), &driver.JobGetParams{ID: r.item.ID})
 			if err == nil && row.State == leasetype.JobStateCompleted && row.LeaseToken == r.item.Token {
 				r.done.outcomeWritten(nil)
 				continue

@@ -19,7 +19,7 @@ type finishExec struct {
 }
 
 // JobGet finds no job: a refused completion is then a lost lease.
-func (e *finishExec) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *finishExec) JobGet(ctx context.Context, p *driver.JobGetParams) (*leasetype.JobRow, error) {
 	return nil, driver.ErrNotFound
 }
 

@@ -81,7 +81,7 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 	for _, kind := range f.kinds {
 		keys = append(keys, driver.LimitKey{Scope: driver.LimitScopeKind, Name: kind})
 	}
-	locked, err := tx.LimitLock(ctx, keys)
+	locked, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: keys})
 	if err != nil {
 		return res, fmt.Errorf("lock limits: %w", err)
 	}

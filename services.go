@@ -90,7 +90,7 @@ func (c *clientCore) periodicJob(j *PeriodicJob) maintenance.PeriodicJob {
 			}
 			o.Metadata = meta
 			err = c.withInsertMiddleware(ctx, []InsertManyParams{{Args: args, InsertOpts: &o}}, func(ctx context.Context, ps []*driver.JobInsertParams) error {
-				res, err := exec.JobInsertMany(ctx, ps)
+				res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: ps})
 				if err != nil {
 					return fmt.Errorf("insert slot %s: %w", slot.Format(time.RFC3339), err)
 				}

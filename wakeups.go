@@ -134,15 +134,15 @@ func insertPosition(p *driver.JobInsertParams) driver.ClaimPosition {
 	return at
 }
 
-// tracking returns ctx for an insert: when the client wakes its own
-// producers after it (wake) and hears notifications, ctx carries the
-// tracker through which the driver names the insert's notifications, so
-// that the listener does not wake the producers a second time.
-func (c *clientCore) tracking(ctx context.Context, wake bool) context.Context {
+// tracking returns the SenderTracker for an insert: when the client wakes
+// its own producers after it (wake) and hears notifications, the tracker
+// through which the driver names the insert's notifications, so that the
+// listener does not wake the producers a second time; nil otherwise.
+func (c *clientCore) tracking(wake bool) driver.SenderTracker {
 	if !wake || c.ownNotices == nil || len(c.producers) == 0 {
-		return ctx
+		return nil
 	}
-	return driver.WithSenderTracker(ctx, c.ownNotices)
+	return c.ownNotices
 }
 
 // ownNotices recognises the insert notifications of the client's own

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -83,7 +82,7 @@ type legendEntry struct {
 
 // throughputChart draws the attempts of the minutes ending with now's
 // minute. queue "" takes every queue. small draws a sparkline without axes.
-func throughputChart(counts []*leasehold.ThroughputCount, queue string, now time.Time, small bool) *barChart {
+func throughputChart(counts []*leasetype.ThroughputCount, queue string, now time.Time, small bool) *barChart {
 	const buckets = int(throughputWindow / time.Minute)
 	last := now.UTC().Truncate(time.Minute)
 	first := last.Add(-time.Duration(buckets-1) * time.Minute)

@@ -31,7 +31,7 @@ type Source interface {
 	// JobAttempts returns a job's attempt history, oldest first.
 	JobAttempts(ctx context.Context, id int64) ([]*leasetype.AttemptRow, error)
 	// JobCounts counts jobs per queue and state.
-	JobCounts(ctx context.Context) ([]*leasehold.QueueStateCount, error)
+	JobCounts(ctx context.Context) ([]*leasetype.QueueStateCount, error)
 	// JobRetry makes a job that is not running available now.
 	JobRetry(ctx context.Context, id int64) (*leasetype.JobRow, error)
 	// JobCancel cancels a waiting or stuck job, and asks for the
@@ -44,10 +44,10 @@ type Source interface {
 	ResolveStuck(ctx context.Context, id int64, as leasehold.Resolution, note string) (*leasetype.JobRow, error)
 	// JobThroughput counts the attempts that ended since a time, per queue,
 	// minute and outcome.
-	JobThroughput(ctx context.Context, since time.Time) ([]*leasehold.ThroughputCount, error)
+	JobThroughput(ctx context.Context, since time.Time) ([]*leasetype.ThroughputCount, error)
 	// QueueBacklog returns each queue's claimable jobs and the age of the
 	// oldest, on the database clock.
-	QueueBacklog(ctx context.Context) ([]*leasehold.QueueBacklog, error)
+	QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error)
 	// QueuePause stops every client from claiming a queue's jobs.
 	QueuePause(ctx context.Context, name string) error
 	// QueueResume lets clients claim a paused queue's jobs again.
@@ -57,7 +57,7 @@ type Source interface {
 	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
 	// PeriodicSchedules returns the periodic schedules stored in the
 	// database, in name order.
-	PeriodicSchedules(ctx context.Context) ([]*leasehold.PeriodicSchedule, error)
+	PeriodicSchedules(ctx context.Context) ([]*leasetype.PeriodicSchedule, error)
 	// Stats returns the client's counters.
 	Stats() leasehold.Stats
 }

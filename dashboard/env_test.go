@@ -137,10 +137,10 @@ func (e *env) seed() seeded {
 
 func (e *env) insert(kind, queue, args, uniqueKey string, at *time.Time) int64 {
 	e.t.Helper()
-	res, err := e.exec.JobInsertMany(context.Background(), []*driver.JobInsertParams{{
+	res, err := e.exec.JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{{
 		Kind: kind, Queue: queue, Priority: 1, EncodedArgs: []byte(args), Metadata: []byte(`{"trace":"t-1"}`),
 		UniqueKey: uniqueKey, MaxAttempts: 5, ScheduledAt: at,
-	}})
+	}}})
 	if err != nil {
 		e.t.Fatalf("insert %s: %v", kind, err)
 	}

@@ -138,7 +138,7 @@ func TestSchedules(t *testing.T) {
 		s := e.seed()
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Second)
-		ensure := func(name, spec string, next time.Time) *driver.PeriodicRow {
+		ensure := func(name, spec string, next time.Time) *leasetype.PeriodicSchedule {
 			t.Helper()
 			row, err := e.exec.PeriodicEnsure(ctx, &driver.PeriodicEnsureParams{Name: name, Spec: spec, NextRunAt: next})
 			if err != nil {
@@ -156,7 +156,7 @@ func TestSchedules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("LeaderAttempt: %v", err)
 		}
-		advance := func(row *driver.PeriodicRow, slot time.Time, jobID int64) {
+		advance := func(row *leasetype.PeriodicSchedule, slot time.Time, jobID int64) {
 			t.Helper()
 			ok, err := e.exec.PeriodicAdvance(ctx, &driver.PeriodicAdvanceParams{
 				Name: row.Name, From: row.NextRunAt, Next: row.NextRunAt.Add(24 * time.Hour), SlotAt: slot, LastJobID: jobID,

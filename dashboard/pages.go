@@ -417,7 +417,7 @@ const overdueAfter = time.Minute
 
 // scheduleRow is one periodic schedule with its last job.
 type scheduleRow struct {
-	*leasehold.PeriodicSchedule
+	*leasetype.PeriodicSchedule
 	// LastJob is the job of the last slot enqueued; nil when there was none
 	// or it has been pruned (LastJobGone).
 	LastJob     *leasetype.JobRow

@@ -77,11 +77,13 @@ type Executor interface {
 	// (a unique index, not a read-then-write). A job whose ScheduledAt is in
 	// the future on the database clock is inserted as scheduled, others as
 	// available. Drivers that implement Notifier notify each queue that got an
-	// available job (delivered at commit).
-	JobInsertMany(ctx context.Context, params []*JobInsertParams) ([]*JobInsertResult, error)
+	// available job (delivered at commit), and report to SenderTracker as
+	// SenderTracker documents.
+	JobInsertMany(ctx context.Context, params *JobInsertManyParams) ([]*JobInsertResult, error)
 	// JobInsertFast inserts jobs in bulk (COPY on Postgres) and returns the
-	// count. It does not take jobs with unique keys.
-	JobInsertFast(ctx context.Context, params []*JobInsertParams) (int, error)
+	// count. It does not take jobs with unique keys. Notifications and
+	// SenderTracker are as for JobInsertMany.
+	JobInsertFast(ctx context.Context, params *JobInsertFastParams) (int, error)
 
 	// JobClaim leases up to Max claimable jobs of a queue in one atomic
 	// statement and returns them ordered by priority, scheduled time and ID.
@@ -112,12 +114,12 @@ type Executor interface {
 	// Returns the rows after the change.
 	JobExpire(ctx context.Context, params *JobExpireParams) ([]*leasetype.JobRow, error)
 
-	// JobGet returns one job or ErrNotFound.
-	JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error)
+	// JobGet returns the job ID or ErrNotFound.
+	JobGet(ctx context.Context, params *JobGetParams) (*leasetype.JobRow, error)
 	// JobList returns jobs matching the filter, newest ID first.
 	JobList(ctx context.Context, params *JobListParams) ([]*leasetype.JobRow, error)
-	// JobAttempts returns the attempt history of a job, oldest first.
-	JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.AttemptRow, error)
+	// JobAttempts returns the attempt history of job JobID, oldest first.
+	JobAttempts(ctx context.Context, params *JobAttemptsParams) ([]*leasetype.AttemptRow, error)
 	// JobSetState moves a job that is not running from one of FromStates to
 	// State (an operator action: retry, cancel, discard, resolve). It returns
 	// the row after the call and whether it changed; ErrNotFound when the ID
@@ -125,15 +127,15 @@ type Executor interface {
 	// hold a unique key that another job holds.
 	JobSetState(ctx context.Context, params *JobSetStateParams) (*leasetype.JobRow, bool, error)
 	// JobCountByState counts jobs per queue and state.
-	JobCountByState(ctx context.Context) ([]*QueueStateCount, error)
+	JobCountByState(ctx context.Context) ([]*leasetype.QueueStateCount, error)
 	// JobThroughput counts the attempts that ended at or after Since, per
 	// queue, minute (truncated, UTC) and outcome, oldest minute first.
-	JobThroughput(ctx context.Context, params *JobThroughputParams) ([]*ThroughputCount, error)
+	JobThroughput(ctx context.Context, params *JobThroughputParams) ([]*leasetype.ThroughputCount, error)
 	// QueueBacklog returns, for each queue with claimable jobs now (available,
 	// scheduled or retryable and due on the database clock), how many there
 	// are and the age of the oldest, measured from its ScheduledAt on the
 	// database clock. Queues are in name order.
-	QueueBacklog(ctx context.Context) ([]*QueueBacklog, error)
+	QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error)
 
 	// QueueSetPaused pauses (paused) or resumes a queue for every client:
 	// from the commit on, JobClaim takes nothing from a paused queue. Jobs
@@ -148,16 +150,16 @@ type Executor interface {
 	// database clock: those of Queue (all kinds) and, for each of Kinds,
 	// those of that kind (all queues). Expired leases hold no slot.
 	JobCountRunning(ctx context.Context, params *JobCountRunningParams) (*RunningCount, error)
-	// LimitLock creates the limit rows that are missing and locks them, in
-	// the order given, until the caller's transaction ends (SELECT ... FOR
-	// UPDATE; on SQLite the write lock already serialises). It must run on an
-	// executor from Begin. It returns the rows in the order given, with the
-	// database clock read after the locks were taken.
-	LimitLock(ctx context.Context, keys []LimitKey) ([]*LimitRow, error)
+	// LimitLock creates the limit rows of Keys that are missing and locks
+	// them, in the order given, until the caller's transaction ends (SELECT
+	// ... FOR UPDATE; on SQLite the write lock already serialises). It must
+	// run on an executor from Begin. It returns the rows in the order of
+	// Keys, with the database clock read after the locks were taken.
+	LimitLock(ctx context.Context, params *LimitLockParams) ([]*LimitRow, error)
 	// LimitSetWindow records a limit row's rate window.
 	LimitSetWindow(ctx context.Context, params *LimitSetWindowParams) error
 
-	// JobCancelRunning asks for cancellation of a running job: it sets
+	// JobCancelRunning asks for cancellation of running job ID: it sets
 	// CancelRequestedAt to the database clock (kept when already set) and
 	// reports whether the job was running. A job in another state is not
 	// changed. ErrNotFound when the ID does not exist.
@@ -166,7 +168,7 @@ type Executor interface {
 	// available or scheduled outcome into cancelled (attempt outcome
 	// cancelled), JobExpire turns an expired lease into cancelled (attempt
 	// outcome lease_expired). A completed or discarded outcome stands.
-	JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error)
+	JobCancelRunning(ctx context.Context, params *JobCancelRunningParams) (*leasetype.JobRow, bool, error)
 	// JobCancelRequested returns the running jobs leased by Owner whose
 	// cancellation was asked for. It reads a small partial index.
 	JobCancelRequested(ctx context.Context, params *JobCancelRequestedParams) ([]LeaseRef, error)
@@ -193,9 +195,9 @@ type Executor interface {
 	// PeriodicEnsure inserts the schedule row Name with NextRunAt when it is
 	// missing; when it exists with another Spec, it sets Spec and NextRunAt.
 	// It returns the row after the call.
-	PeriodicEnsure(ctx context.Context, params *PeriodicEnsureParams) (*PeriodicRow, error)
+	PeriodicEnsure(ctx context.Context, params *PeriodicEnsureParams) (*leasetype.PeriodicSchedule, error)
 	// PeriodicList returns every schedule row in name order.
-	PeriodicList(ctx context.Context) ([]*PeriodicRow, error)
+	PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error)
 	// PeriodicAdvance moves schedule Name from From to Next in one
 	// conditional write: only while its NextRunAt equals From and the leader
 	// lease LeaderName is held with LeaderToken and unexpired on the database
@@ -207,8 +209,9 @@ type Executor interface {
 	// MigrationApplied returns the applied migration versions in order,
 	// creating the bookkeeping table when missing.
 	MigrationApplied(ctx context.Context) ([]int, error)
-	// MigrationRecord marks a version applied (up) or removes it (down).
-	MigrationRecord(ctx context.Context, m Migration, up bool) error
+	// MigrationRecord marks Migration's version applied (Up) or removes it
+	// (not Up).
+	MigrationRecord(ctx context.Context, params *MigrationRecordParams) error
 }
 
 // ExecutorTx is an Executor inside a transaction the driver started.
@@ -220,15 +223,40 @@ type ExecutorTx interface {
 	Rollback(ctx context.Context) error
 }
 
+// JobInsertManyParams are the jobs JobInsertMany inserts.
+type JobInsertManyParams struct {
+	// Jobs are the jobs to insert, in the order of the results.
+	Jobs []*JobInsertParams
+	// SenderTracker, when not nil, is told which session sends the notices
+	// of the insert (see SenderTracker for who reports to it); nil reports
+	// to no one.
+	SenderTracker SenderTracker
+}
+
+// JobInsertFastParams are the jobs JobInsertFast inserts.
+type JobInsertFastParams struct {
+	// Jobs are the jobs to insert; none may have a UniqueKey.
+	Jobs []*JobInsertParams
+	// SenderTracker is as in JobInsertManyParams.
+	SenderTracker SenderTracker
+}
+
 // JobInsertParams is one job to insert.
 type JobInsertParams struct {
-	Kind        string
-	Queue       string
-	Priority    int
+	// Kind names the job's worker.
+	Kind string
+	// Queue is the queue the job is claimed from.
+	Queue string
+	// Priority orders claims, lower first; zero means the column default, 1.
+	Priority int
+	// EncodedArgs is the job's arguments as JSON.
 	EncodedArgs []byte
-	// Metadata is a JSON object, never empty ("{}" at least).
-	Metadata    []byte
-	UniqueKey   string
+	// Metadata is a JSON object; empty is stored as EmptyMetadata.
+	Metadata []byte
+	// UniqueKey, when not empty, is the key at most one job holds at a time
+	// (see UniqueFinished for which jobs hold it).
+	UniqueKey string
+	// MaxAttempts is how many attempts the job gets before it is discarded.
 	MaxAttempts int
 	// LeaseTTL overrides the worker's lease duration for this job; zero keeps it.
 	LeaseTTL time.Duration
@@ -237,8 +265,8 @@ type JobInsertParams struct {
 	// UniqueFinished lists finished states (completed, discarded,
 	// cancelled) in which this job keeps holding its UniqueKey; by default
 	// only unfinished jobs (available, scheduled, running, retryable, stuck)
-	// hold a key. Stored with the job (a bitmask: 1 completed, 2 discarded,
-	// 4 cancelled) and enforced by the unique index.
+	// hold a key. Stored with the job (the bitmask UniqueFinishedMask
+	// encodes) and enforced by the unique index.
 	UniqueFinished []leasetype.JobState
 }
 
@@ -252,14 +280,20 @@ type JobInsertResult struct {
 
 // JobClaimParams selects and leases jobs.
 type JobClaimParams struct {
+	// Queue is the queue to claim from.
 	Queue string
 	// Max is the most jobs to claim; at least 1.
 	Max int
 	// Owner identifies the claiming worker instance.
-	Owner           string
+	Owner string
+	// DefaultLeaseTTL is the lease duration of a job whose kind has none in
+	// KindLeaseTTL and that has no LeaseTTL of its own.
 	DefaultLeaseTTL time.Duration
-	KindLeaseTTL    map[string]time.Duration
-	StuckKinds      []string
+	// KindLeaseTTL is the lease duration per kind, for jobs without a
+	// LeaseTTL of their own.
+	KindLeaseTTL map[string]time.Duration
+	// StuckKinds are the kinds whose claimed jobs get ExpiryStuck.
+	StuckKinds []string
 	// Kinds, when not empty, restricts the claim to jobs of these kinds.
 	Kinds []string
 	// ExcludeKinds are never claimed.
@@ -300,24 +334,31 @@ func (p ClaimPosition) Compare(q ClaimPosition) int {
 
 // JobHeartbeatParams renews leases.
 type JobHeartbeatParams struct {
+	// Leases are the leases to renew.
 	Leases []LeaseRenewal
 }
 
 // LeaseRenewal is one lease to renew.
 type LeaseRenewal struct {
-	ID    int64
+	// ID is the job's.
+	ID int64
+	// Token is the fencing token the caller holds.
 	Token int64
-	TTL   time.Duration
+	// TTL is the lease's new duration from now.
+	TTL time.Duration
 }
 
 // JobFinishParams ends leases.
 type JobFinishParams struct {
+	// Items are the leases to end.
 	Items []*JobFinish
 }
 
 // JobFinish ends one lease.
 type JobFinish struct {
-	ID    int64
+	// ID is the job's.
+	ID int64
+	// Token is the fencing token the caller holds.
 	Token int64
 	// State is the job's new state: completed, retryable, discarded,
 	// cancelled, available (released) or scheduled (snoozed).
@@ -334,15 +375,27 @@ type JobFinish struct {
 
 // JobExpireParams reclaims expired leases.
 type JobExpireParams struct {
-	Limit       int
+	// Limit is the most jobs to reclaim.
+	Limit int
+	// MaxExpiries, when > 0, is the Expiries at which a job becomes stuck.
 	MaxExpiries int
+}
+
+// JobGetParams selects the job JobGet returns.
+type JobGetParams struct {
+	// ID is the job's.
+	ID int64
 }
 
 // JobListParams filters a job listing. Zero fields do not filter.
 type JobListParams struct {
-	States    []leasetype.JobState
-	Queue     string
-	Kind      string
+	// States, when not empty, keeps jobs in one of them.
+	States []leasetype.JobState
+	// Queue keeps jobs of this queue.
+	Queue string
+	// Kind keeps jobs of this kind.
+	Kind string
+	// UniqueKey keeps jobs with this unique key.
 	UniqueKey string
 	// BeforeID pages: only jobs with a smaller ID.
 	BeforeID int64
@@ -350,11 +403,20 @@ type JobListParams struct {
 	Limit int
 }
 
+// JobAttemptsParams selects the job whose attempts JobAttempts returns.
+type JobAttemptsParams struct {
+	// JobID is the job's ID.
+	JobID int64
+}
+
 // JobSetStateParams is an operator's state change.
 type JobSetStateParams struct {
-	ID         int64
+	// ID is the job's.
+	ID int64
+	// FromStates are the states the job may be in for the change to apply.
 	FromStates []leasetype.JobState
-	State      leasetype.JobState
+	// State is the job's new state.
+	State leasetype.JobState
 	// ScheduledAt is set with the state when not nil (nil leaves it, except
 	// that available means now).
 	ScheduledAt *time.Time
@@ -364,38 +426,17 @@ type JobSetStateParams struct {
 	Note string
 }
 
-// QueueStateCount is a count of jobs in one queue and state.
-type QueueStateCount struct {
-	Queue string             `json:"queue"`
-	State leasetype.JobState `json:"state"`
-	Count int64              `json:"count"`
-}
-
 // JobThroughputParams selects the window of JobThroughput.
 type JobThroughputParams struct {
+	// Since is the start of the window.
 	Since time.Time
-}
-
-// ThroughputCount is the number of attempts of one queue that ended in one
-// minute with one outcome.
-type ThroughputCount struct {
-	Queue   string                   `json:"queue"`
-	Minute  time.Time                `json:"minute"`
-	Outcome leasetype.AttemptOutcome `json:"outcome"`
-	Count   int64                    `json:"count"`
-}
-
-// QueueBacklog is the claimable backlog of one queue.
-type QueueBacklog struct {
-	Queue     string `json:"queue"`
-	Available int64  `json:"available"`
-	// OldestAge is how long the oldest claimable job has been due.
-	OldestAge time.Duration `json:"oldest_age"`
 }
 
 // QueueSetPausedParams pauses or resumes a queue.
 type QueueSetPausedParams struct {
-	Name   string
+	// Name is the queue's.
+	Name string
+	// Paused pauses the queue when set and resumes it otherwise.
 	Paused bool
 }
 
@@ -409,7 +450,9 @@ type QueueRow struct {
 
 // JobCountRunningParams selects what JobCountRunning counts.
 type JobCountRunningParams struct {
+	// Queue is the queue whose running jobs are counted (all kinds).
 	Queue string
+	// Kinds are the kinds whose running jobs are counted (all queues).
 	Kinds []string
 }
 
@@ -434,6 +477,12 @@ type LimitKey struct {
 	Name  string
 }
 
+// LimitLockParams selects the limit rows LimitLock locks.
+type LimitLockParams struct {
+	// Keys are the rows to create when missing and lock, in this order.
+	Keys []LimitKey
+}
+
 // LimitRow is a locked limit row.
 type LimitRow struct {
 	Key LimitKey
@@ -447,13 +496,23 @@ type LimitRow struct {
 
 // LimitSetWindowParams records a rate window.
 type LimitSetWindowParams struct {
-	Key         LimitKey
+	// Key names the limit row.
+	Key LimitKey
+	// WindowStart is the start of the rate window.
 	WindowStart time.Time
+	// WindowCount is the jobs claimed in that window.
 	WindowCount int64
+}
+
+// JobCancelRunningParams selects the job JobCancelRunning asks to cancel.
+type JobCancelRunningParams struct {
+	// ID is the job's.
+	ID int64
 }
 
 // JobCancelRequestedParams selects the cancellations a client must act on.
 type JobCancelRequestedParams struct {
+	// Owner is the lease owner whose jobs are returned.
 	Owner string
 }
 
@@ -465,24 +524,34 @@ type LeaseRef struct {
 
 // JobPruneParams selects finished jobs to delete.
 type JobPruneParams struct {
-	States    []leasetype.JobState
+	// States are the states of the jobs to delete.
+	States []leasetype.JobState
+	// OlderThan is how long before the database clock a job must have
+	// finished to be deleted.
 	OlderThan time.Duration
-	Limit     int
+	// Limit is the most jobs to delete.
+	Limit int
 }
 
 // AttemptPruneParams selects attempt rows to delete.
 type AttemptPruneParams struct {
+	// OlderThan is how long before the database clock an attempt must have
+	// finished to be deleted.
 	OlderThan time.Duration
-	Limit     int
+	// Limit is the most rows to delete.
+	Limit int
 }
 
 // LeaderParams acquires, renews or resigns a leader lease.
 type LeaderParams struct {
-	Name  string
+	// Name is the lease's.
+	Name string
+	// Owner identifies the caller.
 	Owner string
 	// Token is the caller's current token (zero when it holds nothing).
 	Token int64
-	TTL   time.Duration
+	// TTL is the lease's duration from now once taken or renewed.
+	TTL time.Duration
 }
 
 // LeaderRow is a leader lease.
@@ -496,28 +565,38 @@ type LeaderRow struct {
 
 // PeriodicEnsureParams registers a schedule.
 type PeriodicEnsureParams struct {
-	Name      string
-	Spec      string
+	// Name is the schedule's.
+	Name string
+	// Spec is its schedule as text; a changed Spec replaces NextRunAt.
+	Spec string
+	// NextRunAt is its next slot, stored when the row is created or its
+	// Spec changes.
 	NextRunAt time.Time
-}
-
-// PeriodicRow is a schedule's stored state.
-type PeriodicRow struct {
-	Name      string
-	Spec      string
-	NextRunAt time.Time
-	LastRunAt *time.Time
-	LastJobID *int64
-	UpdatedAt time.Time
 }
 
 // PeriodicAdvanceParams moves a schedule to its next slot.
 type PeriodicAdvanceParams struct {
-	Name        string
-	From        time.Time
-	Next        time.Time
-	SlotAt      time.Time
-	LastJobID   int64
-	LeaderName  string
+	// Name is the schedule's.
+	Name string
+	// From is the NextRunAt the caller read; the write happens only while
+	// it is still stored.
+	From time.Time
+	// Next becomes NextRunAt.
+	Next time.Time
+	// SlotAt becomes LastRunAt.
+	SlotAt time.Time
+	// LastJobID, when not zero, becomes LastJobID.
+	LastJobID int64
+	// LeaderName is the leader lease the caller must hold.
+	LeaderName string
+	// LeaderToken is the caller's token of that lease.
 	LeaderToken int64
+}
+
+// MigrationRecordParams records a migration applied or reverted.
+type MigrationRecordParams struct {
+	// Migration is the migration; its Version is recorded.
+	Migration Migration
+	// Up records it applied; otherwise its record is removed.
+	Up bool
 }

@@ -28,7 +28,7 @@ type InsertNotice struct {
 // client that wakes its own workers after an insert needs no notice of it;
 // without one it would claim twice for every job it inserts.
 //
-// A Notifier's executor that finds a SenderTracker on the context of
+// A Notifier's executor that is given a SenderTracker in the params of
 // JobInsertMany or JobInsertFast, when it runs on the driver's pool rather
 // than in a caller's transaction, tells it which session will send each
 // queue's notice, before that notice can be delivered, and takes that
@@ -44,17 +44,4 @@ type SenderTracker interface {
 	// inserted no available job into the queue. It is called before the
 	// session runs anything else.
 	Unsent(sender int64, queue string)
-}
-
-type senderTrackerKey struct{}
-
-// WithSenderTracker returns ctx carrying t for the inserts made with it.
-func WithSenderTracker(ctx context.Context, t SenderTracker) context.Context {
-	return context.WithValue(ctx, senderTrackerKey{}, t)
-}
-
-// SenderTrackerFrom returns the SenderTracker ctx carries, or nil.
-func SenderTrackerFrom(ctx context.Context) SenderTracker {
-	t, _ := ctx.Value(senderTrackerKey{}).(SenderTracker)
-	return t
 }

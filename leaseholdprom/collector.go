@@ -21,9 +21,9 @@ type Source interface {
 	// Stats returns the client's counters.
 	Stats() leasehold.Stats
 	// JobCounts counts jobs per queue and state.
-	JobCounts(ctx context.Context) ([]*leasehold.QueueStateCount, error)
+	JobCounts(ctx context.Context) ([]*leasetype.QueueStateCount, error)
 	// QueueBacklog returns the claimable backlog of every queue.
-	QueueBacklog(ctx context.Context) ([]*leasehold.QueueBacklog, error)
+	QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error)
 }
 
 // Options configure a Collector. The zero value, or nil, gives the defaults.

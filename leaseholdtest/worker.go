@@ -141,7 +141,7 @@ func (w *Worker[T, TTx]) WorkJob(ctx context.Context, t TB, job *leasetype.JobRo
 		return nil
 	}
 	exec := w.d.GetExecutor()
-	row, err := exec.JobGet(ctx, job.ID)
+	row, err := exec.JobGet(ctx, &driver.JobGetParams{ID: job.ID})
 	if err != nil {
 		t.Fatalf("leaseholdtest: WorkJob: read job %d: %v", job.ID, err)
 		return nil
@@ -243,7 +243,7 @@ func (w *Worker[T, TTx]) run(ctx context.Context, t TB, client *leasehold.Client
 	var attempts []*leasetype.AttemptRow
 	for {
 		var err error
-		attempts, err = exec.JobAttempts(ctx, job.ID)
+		attempts, err = exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: job.ID})
 		if err == nil && slices.ContainsFunc(attempts, func(a *leasetype.AttemptRow) bool { return a.Token == claimed.LeaseToken }) {
 			break
 		}
@@ -268,12 +268,12 @@ func (w *Worker[T, TTx]) run(ctx context.Context, t TB, client *leasehold.Client
 		t.Fatalf("leaseholdtest: stop client: %v (the handler of job %d ignores its context?)", err, job.ID)
 		return nil
 	}
-	row, err := exec.JobGet(ctx, job.ID)
+	row, err := exec.JobGet(ctx, &driver.JobGetParams{ID: job.ID})
 	if err != nil {
 		t.Fatalf("leaseholdtest: read job %d: %v", job.ID, err)
 		return nil
 	}
-	attempts, err = exec.JobAttempts(ctx, job.ID)
+	attempts, err = exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: job.ID})
 	if err != nil {
 		t.Fatalf("leaseholdtest: read attempts of job %d: %v", job.ID, err)
 		return nil
@@ -287,7 +287,7 @@ func (w *Worker[T, TTx]) run(ctx context.Context, t TB, client *leasehold.Client
 func (w *Worker[T, TTx]) stateOf(id int64) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	row, err := w.d.GetExecutor().JobGet(ctx, id)
+	row, err := w.d.GetExecutor().JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return fmt.Sprintf("unknown (%v)", err)
 	}

@@ -256,7 +256,7 @@ func testWorkerFailures[TTx any](t *testing.T, b backend[TTx]) {
 		ft.requireFatal(t, `not the only claimable job in queue "shared"`, "job "+strconv.FormatInt(other.ID, 10)+`: kind "email"`)
 		// Nothing was claimed.
 		for _, id := range []int64{job.ID, other.ID} {
-			if row, err := d.GetExecutor().JobGet(ctx, id); err != nil || row.State != leasetype.JobStateAvailable || row.Attempt != 0 {
+			if row, err := d.GetExecutor().JobGet(ctx, &driver.JobGetParams{ID: id}); err != nil || row.State != leasetype.JobStateAvailable || row.Attempt != 0 {
 				t.Fatalf("job %d after a refused WorkJob: %+v, %v", id, row, err)
 			}
 		}

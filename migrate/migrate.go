@@ -141,7 +141,7 @@ func (m *Migrator[TTx]) run(ctx context.Context, mig driver.Migration, up bool) 
 	if err := tx.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("run migration %d_%s %s: %w", mig.Version, mig.Name, direction, err)
 	}
-	if err := tx.MigrationRecord(ctx, mig, up); err != nil {
+	if err := tx.MigrationRecord(ctx, &driver.MigrationRecordParams{Migration: mig, Up: up}); err != nil {
 		return fmt.Errorf("record migration %d %s: %w", mig.Version, direction, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -3,15 +3,20 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
-
-	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
+
+// nowExpr is the database clock. UTC_TIMESTAMP does not depend on the session
+// time zone, and holds still within one statement.
+const nowExpr = "UTC_TIMESTAMP(6)"
+
+// nowSQL reads the database clock.
+const nowSQL = "SELECT " + nowExpr
 
 // querier is what the executor's methods run statements on: the pool or a
 // transaction.
@@ -64,7 +69,7 @@ func (e *executor) read() (querier, error) {
 func (d *Driver) beginPool(ctx context.Context) (*sql.Tx, error) {
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return nil, fmt.Errorf("begin transaction: %w", translate(err))
+		return nil, fmt.Errorf("begin transaction: %w", translateError(err))
 	}
 	return tx, nil
 }
@@ -89,7 +94,7 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 			if err = tx.Commit(); err == nil {
 				return nil
 			}
-			err = fmt.Errorf("commit: %w", translate(err))
+			err = fmt.Errorf("commit: %w", translateError(err))
 		} else {
 			tx.Rollback() //nolint:errcheck // fn's error is the one to report
 		}
@@ -124,7 +129,7 @@ func (e *executor) Exec(ctx context.Context, sql string) error {
 		return err
 	}
 	if _, err := q.ExecContext(ctx, sql); err != nil {
-		return fmt.Errorf("exec: %w", translate(err))
+		return fmt.Errorf("exec: %w", translateError(err))
 	}
 	return nil
 }
@@ -136,42 +141,25 @@ func (e *executor) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var now dbTime
-	if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
-		return time.Time{}, fmt.Errorf("read database clock: %w", translate(err))
+	if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", translateError(err))
 	}
 	return now.Time, nil
 }
 
-// MySQL error numbers the driver acts on.
-const (
-	errDupEntry     = 1062
-	errLockDeadlock = 1213
-)
-
-// isDeadlock reports whether err is InnoDB choosing this transaction as a
-// deadlock victim (it has rolled the whole transaction back).
-func isDeadlock(err error) bool {
-	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && me.Number == errLockDeadlock
-}
-
-// isDuplicate reports whether err is a unique index violation.
-func isDuplicate(err error) bool {
-	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && me.Number == errDupEntry
-}
-
-// translate maps database/sql errors to the driver's sentinels at the
-// backend boundary; other errors pass through unchanged.
-func translate(err error) error {
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return driver.ErrNotFound
-	case errors.Is(err, sql.ErrTxDone):
-		return driver.ErrClosed
+// placeholders returns n comma-separated placeholders.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
 	}
-	return err
+	return strings.Repeat("?, ", n-1) + "?"
 }
 
-// isNoRows reports whether err is database/sql's no-rows error.
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+// idArgs converts IDs to statement arguments.
+func idArgs(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

@@ -11,6 +11,39 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobInsertSQL inserts one job: kind, queue, scheduled_at (for the state),
+// priority, args, metadata, unique key, unique_finished, max attempts, lease
+// TTL in ms, scheduled_at again (NULL means now). A job whose unique key
+// another job holds fails with a duplicate-key error on unique_key_active.
+const jobInsertSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, unique_finished,
+	 max_attempts, lease_ttl_ms, scheduled_at, created_at)
+VALUES (?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
+	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `)`
+
+// jobInsertFastRow is one row of jobInsertFastSQL, with the same arguments
+// as jobInsertSQL less the unique key.
+const jobInsertFastRow = `(?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
+	?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `)`
+
+// jobInsertFastSQL starts a multi-row insert; JobInsertFast appends its
+// rows (jobInsertFastRow) separated by commas.
+const jobInsertFastSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_finished, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at)
+VALUES `
+
+// jobGetKeyHolderSQL finds the job holding a unique key: the one whose
+// unique_key_active is set, by the same rule as the unique index (unfinished,
+// or finished in a state its unique_finished names). It is a locking read,
+// so it sees the latest committed holder even inside a REPEATABLE READ
+// transaction whose snapshot predates it.
+const jobGetKeyHolderSQL = `SELECT ` + jobColumns + `
+FROM leasehold_job WHERE unique_key_active = ? LOCK IN SHARE MODE`
+
+// jobsByIDsSQL reads jobs by ID; the caller appends the ID list and ")".
+const jobsByIDsSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id IN (`
+
 // maxInsertRounds bounds the retries of one job's insert. A round is retried
 // only when the job holding its unique key released it between the insert
 // and the lookup, so more than a couple of rounds means something is wrong.
@@ -36,15 +69,15 @@ var errFastUniqueKey = errors.New("leasehold/mysql: JobInsertFast does not take 
 // fails on the unique index of unique_key_active (a statement-level error;
 // the transaction goes on) and the holder is returned instead, also for a
 // key repeated within params.
-func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
-	if len(params) == 0 {
+func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
 	var out []*driver.JobInsertResult
 	err := e.write(ctx, func(q querier) error {
-		out = make([]*driver.JobInsertResult, len(params))
+		out = make([]*driver.JobInsertResult, len(params.Jobs))
 		var ids []int64
-		for i, p := range params {
+		for i, p := range params.Jobs {
 			id, existing, err := insertOne(ctx, q, p)
 			if err != nil {
 				return err
@@ -85,10 +118,10 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 // unique key.
 func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64, *leasetype.JobRow, error) {
 	for round := 0; round < maxInsertRounds; round++ {
-		res, err := q.ExecContext(ctx, queryJobInsert,
+		res, err := q.ExecContext(ctx, jobInsertSQL,
 			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
-			string(p.EncodedArgs), metadataOrEmpty(p.Metadata), nullString(p.UniqueKey),
-			uniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
+			string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)), nullString(p.UniqueKey),
+			driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
 			timeArg(p.ScheduledAt))
 		if err == nil {
 			id, err := res.LastInsertId()
@@ -97,7 +130,7 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 		if !isDuplicate(err) || p.UniqueKey == "" {
 			return 0, nil, err
 		}
-		existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetKeyHolder, p.UniqueKey))
+		existing, err := scanJob(q.QueryRowContext(ctx, jobGetKeyHolderSQL, p.UniqueKey))
 		if err == nil {
 			return 0, existing, nil
 		}
@@ -112,35 +145,35 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 
 // JobInsertFast inserts jobs with multi-row INSERTs in one transaction and
 // returns the count. It refuses jobs with unique keys.
-func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	for _, p := range params {
+func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFastParams) (int, error) {
+	for _, p := range params.Jobs {
 		if p.UniqueKey != "" {
 			return 0, errFastUniqueKey
 		}
 	}
-	if len(params) == 0 {
+	if len(params.Jobs) == 0 {
 		return 0, nil
 	}
 	var n int64
 	err := e.write(ctx, func(q querier) error {
 		n = 0
-		for start := 0; start < len(params); {
+		for start := 0; start < len(params.Jobs); {
 			var (
 				b     strings.Builder
 				args  []any
 				bytes int
 				end   = start
 			)
-			b.WriteString(queryJobInsertFast)
-			for end < len(params) && end-start < fastBatchRows && (end == start || bytes < fastBatchBytes) {
-				p := params[end]
+			b.WriteString(jobInsertFastSQL)
+			for end < len(params.Jobs) && end-start < fastBatchRows && (end == start || bytes < fastBatchBytes) {
+				p := params.Jobs[end]
 				if end > start {
 					b.WriteString(", ")
 				}
 				b.WriteString(jobInsertFastRow)
 				args = append(args, p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
-					string(p.EncodedArgs), metadataOrEmpty(p.Metadata),
-					uniqueFinishedMask(p.UniqueFinished), p.MaxAttempts,
+					string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
+					driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts,
 					leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
 				bytes += len(p.EncodedArgs) + len(p.Metadata)
 				end++
@@ -166,7 +199,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 
 // jobsByID reads the jobs with the given IDs, by ID.
 func jobsByID(ctx context.Context, q querier, ids []int64) (map[int64]*leasetype.JobRow, error) {
-	rows, err := q.QueryContext(ctx, queryJobsByIDs+placeholders(len(ids))+")", idArgs(ids)...)
+	rows, err := q.QueryContext(ctx, jobsByIDsSQL+placeholders(len(ids))+")", idArgs(ids)...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,30 +220,4 @@ func priorityOrDefault(p int) int {
 		return 1
 	}
 	return p
-}
-
-// metadataOrEmpty stores missing metadata as an empty JSON object.
-func metadataOrEmpty(b []byte) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
-
-// uniqueFinishedMask is the unique_finished bitmask of the finished states
-// in which a job keeps its unique key: 1 completed, 2 discarded, 4
-// cancelled. Other states are ignored; the client validates the list.
-func uniqueFinishedMask(states []leasetype.JobState) int {
-	mask := 0
-	for _, s := range states {
-		switch s {
-		case leasetype.JobStateCompleted:
-			mask |= 1
-		case leasetype.JobStateDiscarded:
-			mask |= 2
-		case leasetype.JobStateCancelled:
-			mask |= 4
-		}
-	}
-	return mask
 }

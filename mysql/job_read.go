@@ -9,9 +9,25 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobGetSQL reads one job.
+const jobGetSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = ?`
+
+// jobListPrefixSQL starts a job listing; sqlbackend.ListJobs adds the
+// filters, the order and the limit.
+const jobListPrefixSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE 1 = 1`
+
+// jobListByStates starts a job listing's filter on states; JobList appends
+// one parameter per state and ")".
+const jobListByStates = ` AND state IN (`
+
+// jobAttemptsSQL reads a job's attempt history. Tokens grow with every
+// lease, so they order the history.
+const jobAttemptsSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt WHERE job_id = ? ORDER BY token`
+
 // jobListSQL is JobList's SQL; each state is a parameter of its own.
 var jobListSQL = sqlbackend.JobListSQL{
-	Prefix: queryJobListPrefix,
+	Prefix: jobListPrefixSQL,
 	States: func(states []leasetype.JobState) (string, []any, error) {
 		args := make([]any, len(states))
 		for i, s := range states {
@@ -22,14 +38,15 @@ var jobListSQL = sqlbackend.JobListSQL{
 }
 
 // JobGet returns one job or driver.ErrNotFound.
-func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error) {
+	id := params.ID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	job, err := scanJob(q.QueryRowContext(ctx, queryJobGet, id))
+	job, err := scanJob(q.QueryRowContext(ctx, jobGetSQL, id))
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, translate(err))
+		return nil, fmt.Errorf("get job %d: %w", id, translateError(err))
 	}
 	return job, nil
 }
@@ -42,33 +59,21 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 	}
 	jobs, err := sqlbackend.ListJobs(ctx, q, &jobListSQL, params, scanJob)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", translate(err))
+		return nil, fmt.Errorf("list jobs: %w", translateError(err))
 	}
 	return jobs, nil
 }
 
 // JobAttempts returns a job's attempt history, oldest first.
-func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.AttemptRow, error) {
+func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	jobID := params.JobID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, queryJobAttempts, jobID)
+	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, jobAttemptsSQL, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translate(err))
+		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
 	}
 	return attempts, nil
-}
-
-// JobCountByState counts jobs per queue and state, ordered by queue and state.
-func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCount, error) {
-	q, err := e.read()
-	if err != nil {
-		return nil, err
-	}
-	counts, err := sqlbackend.QueryAll(ctx, q, sqlbackend.ScanQueueStateCount, queryJobCountByState)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", translate(err))
-	}
-	return counts, nil
 }

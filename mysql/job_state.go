@@ -10,6 +10,29 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobGetLockedSQL reads one job's state and locks its row.
+const jobGetLockedSQL = `SELECT state FROM leasehold_job WHERE id = ? FOR UPDATE`
+
+// jobSetStateSQL is an operator's state change of a job whose row the
+// transaction has locked and found movable. Arguments: scheduled_at or NULL
+// (twice), the new state (twice), reset errors (twice), note or NULL, the new
+// state, id. A cancellation request belongs to the run it was made for, so
+// the change clears it. No assignment reads a column an earlier one wrote:
+// MySQL applies single-table assignments left to right, MariaDB may apply
+// them at once.
+const jobSetStateSQL = `UPDATE leasehold_job
+SET scheduled_at = CASE
+		WHEN ? IS NOT NULL THEN CAST(? AS DATETIME(6))
+		WHEN ? = 'available' THEN ` + nowExpr + `
+		ELSE scheduled_at END,
+	finalized_at = IF(? IN ` + finalizedStates + `, ` + nowExpr + `, NULL),
+	errors = IF(?, 0, errors),
+	expiries = IF(?, 0, expiries),
+	last_error = COALESCE(?, last_error),
+	cancel_requested_at = NULL,
+	state = ?
+WHERE id = ? AND state <> 'running'`
+
 // errSetRunning is returned by JobSetState for the running state, which only
 // a claim may grant.
 var errSetRunning = errors.New("leasehold/mysql: a job becomes running only by a claim")
@@ -32,17 +55,17 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 	err := e.write(ctx, func(q querier) error {
 		changed = false
 		var state string
-		if err := q.QueryRowContext(ctx, queryJobGetLocked, params.ID).Scan(&state); err != nil {
-			return translate(err)
+		if err := q.QueryRowContext(ctx, jobGetLockedSQL, params.ID).Scan(&state); err != nil {
+			return translateError(err)
 		}
 		current := leasetype.JobState(state)
 		if current != leasetype.JobStateRunning && slices.Contains(params.FromStates, current) {
-			_, err := q.ExecContext(ctx, queryJobSetState,
+			_, err := q.ExecContext(ctx, jobSetStateSQL,
 				timeArg(params.ScheduledAt), timeArg(params.ScheduledAt),
 				string(params.State), string(params.State),
 				params.ResetErrors, params.ResetErrors, nullString(params.Note),
 				string(params.State), params.ID)
-			if isDuplicate(err) {
+			if err = translateError(err); errors.Is(err, driver.ErrUniqueConflict) {
 				return driver.ErrUniqueConflict
 			}
 			if err != nil {
@@ -53,8 +76,8 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 			changed = true
 		}
 		var err error
-		job, err = scanJob(q.QueryRowContext(ctx, queryJobGet, params.ID))
-		return translate(err)
+		job, err = scanJob(q.QueryRowContext(ctx, jobGetSQL, params.ID))
+		return translateError(err)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("set state of job %d: %w", params.ID, err)

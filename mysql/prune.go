@@ -10,6 +10,39 @@ import (
 	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
+// Retention deletes old finished jobs and attempt rows. As
+// everywhere in the package, a locking read picks the rows (with LIMIT and
+// SKIP LOCKED, so concurrent pruners share the work) and the DELETE names
+// them by primary key: a DELETE ... ORDER BY ... LIMIT would be
+// nondeterministic under statement-based replication.
+
+// jobPrunePickSQLFormat locks up to ?3 jobs in the states of the %s (placeholders
+// after ?1) finalized more than ?1 microseconds before the database clock,
+// oldest first, through the index on final_at (finalized_at while the job
+// is completed, discarded or cancelled; NULL otherwise). Arguments: age in
+// microseconds, the states, the limit.
+const jobPrunePickSQLFormat = `SELECT id FROM leasehold_job
+WHERE final_at < ` + nowExpr + ` - INTERVAL ? MICROSECOND AND state IN (%s)
+ORDER BY final_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+
+// jobPruneDeleteSQLFormat deletes the picked jobs (the %s: their IDs).
+const jobPruneDeleteSQLFormat = `DELETE FROM leasehold_job WHERE id IN (%s)`
+
+// attemptPrunePickSQL locks up to ?2 attempt rows that finished more than
+// ?1 microseconds before the database clock, oldest first, through the index
+// on finished_at.
+const attemptPrunePickSQL = `SELECT job_id, token FROM leasehold_attempt
+WHERE finished_at < ` + nowExpr + ` - INTERVAL ? MICROSECOND
+ORDER BY finished_at
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+
+// attemptPruneDeleteSQLFormat deletes the picked attempt rows (the %s: (job_id,
+// token) pairs).
+const attemptPruneDeleteSQLFormat = `DELETE FROM leasehold_attempt WHERE (job_id, token) IN (%s)`
+
 // pruneDeleteBatch bounds the rows one DELETE names, to keep statements
 // well under the 65,535 placeholders of a prepared statement (databases
 // opened without interpolateParams).
@@ -30,7 +63,7 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 	if len(states) == 0 || params.Limit < 1 {
 		return 0, nil
 	}
-	pickSQL := fmt.Sprintf(jobPrunePick, placeholders(len(states)))
+	pickSQL := fmt.Sprintf(jobPrunePickSQLFormat, placeholders(len(states)))
 	args := append(append([]any{params.OlderThan.Microseconds()}, states...), params.Limit)
 	var deleted int64
 	err := e.write(ctx, func(q querier) error {
@@ -46,7 +79,7 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 		for len(ids) > 0 {
 			batch := ids[:min(len(ids), pruneDeleteBatch)]
 			ids = ids[len(batch):]
-			res, err := q.ExecContext(ctx, fmt.Sprintf(jobPruneDelete, placeholders(len(batch))), idArgs(batch)...)
+			res, err := q.ExecContext(ctx, fmt.Sprintf(jobPruneDeleteSQLFormat, placeholders(len(batch))), idArgs(batch)...)
 			if err := addAffected(&deleted, res, err); err != nil {
 				return err
 			}
@@ -54,7 +87,7 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune jobs: %w", translate(err))
+		return 0, fmt.Errorf("prune jobs: %w", translateError(err))
 	}
 	return deleted, nil
 }
@@ -70,7 +103,7 @@ func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPrune
 	var deleted int64
 	err := e.write(ctx, func(q querier) error {
 		deleted = 0
-		rows, err := q.QueryContext(ctx, queryAttemptPrunePick, params.OlderThan.Microseconds(), params.Limit)
+		rows, err := q.QueryContext(ctx, attemptPrunePickSQL, params.OlderThan.Microseconds(), params.Limit)
 		if err != nil {
 			return err
 		}
@@ -85,7 +118,7 @@ func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPrune
 			for _, k := range batch {
 				args = append(args, k.jobID, k.token)
 			}
-			query := fmt.Sprintf(attemptPruneDelete, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(batch)), ", "))
+			query := fmt.Sprintf(attemptPruneDeleteSQLFormat, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(batch)), ", "))
 			res, err := q.ExecContext(ctx, query, args...)
 			if err := addAffected(&deleted, res, err); err != nil {
 				return err
@@ -94,7 +127,7 @@ func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPrune
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune attempts: %w", translate(err))
+		return 0, fmt.Errorf("prune attempts: %w", translateError(err))
 	}
 	return deleted, nil
 }

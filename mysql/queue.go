@@ -7,14 +7,26 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
+// Queue control.
+const (
+	// queueSetPausedSQL pauses (1) or resumes (0) a queue, creating its
+	// control row when missing: name, paused, paused.
+	queueSetPausedSQL = `INSERT INTO leasehold_queue (name, paused_at, updated_at)
+VALUES (?, IF(?, ` + nowExpr + `, NULL), ` + nowExpr + `)
+ON DUPLICATE KEY UPDATE
+	paused_at = IF(?, COALESCE(paused_at, ` + nowExpr + `), NULL),
+	updated_at = ` + nowExpr
+	queueListSQL = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
+)
+
 // QueueSetPaused pauses or resumes a queue in one upsert.
 func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	q, err := e.read()
 	if err != nil {
 		return err
 	}
-	if _, err := q.ExecContext(ctx, queryQueueSetPaused, params.Name, params.Paused, params.Paused); err != nil {
-		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, translate(err))
+	if _, err := q.ExecContext(ctx, queueSetPausedSQL, params.Name, params.Paused, params.Paused); err != nil {
+		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, translateError(err))
 	}
 	return nil
 }
@@ -25,9 +37,9 @@ func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryQueueList)
+	rows, err := q.QueryContext(ctx, queueListSQL)
 	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", translate(err))
+		return nil, fmt.Errorf("list queues: %w", translateError(err))
 	}
 	defer rows.Close()
 	out := []*driver.QueueRow{}
@@ -44,7 +56,7 @@ func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 		out = append(out, &row)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", translate(err))
+		return nil, fmt.Errorf("list queues: %w", translateError(err))
 	}
 	return out, nil
 }

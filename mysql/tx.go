@@ -22,14 +22,14 @@ func (d *Driver) savepointName() string {
 func (d *Driver) withSavepoint(ctx context.Context, q querier, fn func(q querier) error) error {
 	name := d.savepointName()
 	if _, err := q.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("begin savepoint: %w", translate(err))
+		return fmt.Errorf("begin savepoint: %w", translateError(err))
 	}
 	if err := fn(q); err != nil {
 		rollbackTo(ctx, q, name) //nolint:errcheck // fn's error is the one to report
 		return err
 	}
 	if _, err := q.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("release savepoint: %w", translate(err))
+		return fmt.Errorf("release savepoint: %w", translateError(err))
 	}
 	return nil
 }
@@ -38,10 +38,10 @@ func (d *Driver) withSavepoint(ctx context.Context, q querier, fn func(q querier
 func rollbackTo(ctx context.Context, q querier, name string) error {
 	ctx = context.WithoutCancel(ctx)
 	if _, err := q.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("roll back to savepoint: %w", translate(err))
+		return fmt.Errorf("roll back to savepoint: %w", translateError(err))
 	}
 	if _, err := q.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("release savepoint: %w", translate(err))
+		return fmt.Errorf("release savepoint: %w", translateError(err))
 	}
 	return nil
 }
@@ -64,7 +64,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	if !e.onPool {
 		name := e.d.savepointName()
 		if _, err := e.q.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-			return nil, fmt.Errorf("begin savepoint: %w", translate(err))
+			return nil, fmt.Errorf("begin savepoint: %w", translateError(err))
 		}
 		q := e.q
 		st := sqlbackend.NewTx(e.tx, func(ctx context.Context, commit bool) error {
@@ -72,7 +72,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 				return rollbackTo(ctx, q, name)
 			}
 			if _, err := q.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-				return fmt.Errorf("release savepoint: %w", translate(err))
+				return fmt.Errorf("release savepoint: %w", translateError(err))
 			}
 			return nil
 		})
@@ -85,7 +85,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	st := sqlbackend.NewTx(nil, func(_ context.Context, commit bool) error {
 		if commit {
 			if err := tx.Commit(); err != nil {
-				return fmt.Errorf("commit: %w", translate(err))
+				return fmt.Errorf("commit: %w", translateError(err))
 			}
 			return nil
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// sqlLeaderAttempt takes or renews leader lease $1 for owner $2 holding
+// leaderAttemptSQL takes or renews leader lease $1 for owner $2 holding
 // token $3 (0 when it holds nothing), for $4 microseconds, in one
 // conditional write. A missing row is created at token 1. An expired lease
 // is taken over: the token grows by one and acquired_at restarts. An
@@ -16,7 +16,7 @@ import (
 // holder of an older grant cannot extend the lease of the new one. The
 // clock is clock_timestamp(), read once; it travels in the excluded row
 // (acquired_at) so that the conflict branch uses the same reading.
-const sqlLeaderAttempt = `
+const leaderAttemptSQL = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS ld_now)
 INSERT INTO leasehold_leader AS l (name, owner, token, lease_until, acquired_at, updated_at)
 SELECT $1, $2, 1, ld_now + $4::bigint * interval '1 microsecond', ld_now, ld_now
@@ -31,12 +31,12 @@ WHERE l.lease_until <= excluded.acquired_at
 	OR (l.owner = excluded.owner AND l.token = $3::bigint)
 RETURNING ` + leaderColumns
 
-// sqlLeaderGet reads leader lease $1.
-const sqlLeaderGet = `SELECT ` + leaderColumns + ` FROM leasehold_leader WHERE name = $1`
+// leaderGetSQL reads leader lease $1.
+const leaderGetSQL = `SELECT ` + leaderColumns + ` FROM leasehold_leader WHERE name = $1`
 
-// sqlLeaderResign ends leader lease $1 at once when owner $2 holds it with
+// leaderResignSQL ends leader lease $1 at once when owner $2 holds it with
 // token $3. It only shortens a lease: an expired one is left as it is.
-const sqlLeaderResign = `
+const leaderResignSQL = `
 UPDATE leasehold_leader SET lease_until = clock_timestamp(), updated_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND lease_until > clock_timestamp()`
 
@@ -44,25 +44,25 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND lease_until > clock_timestamp(
 const leaderColumns = `name, owner, token, lease_until, acquired_at`
 
 func (e *executor) LeaderAttempt(ctx context.Context, params *driver.LeaderParams) (*driver.LeaderRow, error) {
-	row, err := scanLeader(e.db.QueryRow(ctx, sqlLeaderAttempt,
+	row, err := scanLeader(e.db.QueryRow(ctx, leaderAttemptSQL,
 		params.Name, params.Owner, params.Token, micros(params.TTL)))
 	if err == nil {
 		return row, nil
 	}
-	if err = translate(err); !errors.Is(err, driver.ErrNotFound) {
+	if err = translateError(err); !errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("attempt leader lease %s: %w", params.Name, err)
 	}
 	// Another client holds the lease: report it, as it is now.
-	row, err = scanLeader(e.db.QueryRow(ctx, sqlLeaderGet, params.Name))
+	row, err = scanLeader(e.db.QueryRow(ctx, leaderGetSQL, params.Name))
 	if err != nil {
-		return nil, fmt.Errorf("read leader lease %s: %w", params.Name, translate(err))
+		return nil, fmt.Errorf("read leader lease %s: %w", params.Name, translateError(err))
 	}
 	return row, nil
 }
 
 func (e *executor) LeaderResign(ctx context.Context, params *driver.LeaderParams) error {
-	if _, err := e.db.Exec(ctx, sqlLeaderResign, params.Name, params.Owner, params.Token); err != nil {
-		return fmt.Errorf("resign leader lease %s: %w", params.Name, translate(err))
+	if _, err := e.db.Exec(ctx, leaderResignSQL, params.Name, params.Owner, params.Token); err != nil {
+		return fmt.Errorf("resign leader lease %s: %w", params.Name, translateError(err))
 	}
 	return nil
 }

@@ -10,6 +10,12 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
+// insertChannel is the LISTEN/NOTIFY channel; payloads are queue names.
+const insertChannel = "leasehold_insert"
+
+// listenSQL subscribes a connection to insertChannel.
+const listenSQL = `LISTEN leasehold_insert`
+
 // closeTimeout bounds the closing of a listening connection once the
 // caller's context has ended.
 const closeTimeout = 5 * time.Second
@@ -34,7 +40,7 @@ func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(driver
 		conn.Close(closeCtx) //nolint:errcheck // the connection is discarded either way
 	}()
 
-	if _, err := conn.Exec(ctx, sqlListen); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

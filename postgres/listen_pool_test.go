@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -73,7 +74,7 @@ func waitCompleted(t *testing.T, d *Driver, id int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		row, err := d.GetExecutor().JobGet(t.Context(), id)
+		row, err := d.GetExecutor().JobGet(t.Context(), &driver.JobGetParams{ID: id})
 		if err == nil && row.State == leasetype.JobStateCompleted {
 			return
 		}

@@ -26,7 +26,7 @@ func TestClaimPlan(t *testing.T) {
 		t.Fatalf("acquire: %v", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "PREPARE claim AS "+sqlJobClaim); err != nil {
+	if _, err := conn.Exec(ctx, "PREPARE claim AS "+jobClaimSQL); err != nil {
 		t.Fatalf("prepare claim: %v", err)
 	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
@@ -83,7 +83,7 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 		t.Fatalf("acquire: %v", err)
 	}
 	defer conn.Release()
-	for name, sql := range map[string]string{"complete": sqlJobComplete, "finish": sqlJobFinish, "heartbeat": sqlJobHeartbeat} {
+	for name, sql := range map[string]string{"complete": jobCompleteSQL, "finish": jobFinishSQL, "heartbeat": jobHeartbeatSQL} {
 		if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+sql); err != nil {
 			t.Fatalf("prepare %s: %v", name, err)
 		}
@@ -166,14 +166,14 @@ func TestFlowIndexesUsable(t *testing.T) {
 		name, query string
 		want        []string
 	}{
-		{"cancel requests", strings.ReplaceAll(sqlJobCancelRequested, "$1", "'owner'"), []string{"leasehold_job_cancel_idx"}},
-		{"prune", strings.NewReplacer("$1", "'{completed}'", "$2", "1000", "$3", "10").Replace(sqlJobPrune), []string{"leasehold_job_finalized_idx"}},
-		{"unique holders", strings.ReplaceAll(sqlJobGetHoldersByKeys, "$1", "'{a,b}'"), []string{"leasehold_job_unique_key_idx"}},
-		{"running by queue", strings.NewReplacer("$1", "'q0'", "$2", "'{}'").Replace(sqlJobCountRunning),
+		{"cancel requests", strings.ReplaceAll(jobCancelRequestedSQL, "$1", "'owner'"), []string{"leasehold_job_cancel_idx"}},
+		{"prune", strings.NewReplacer("$1", "'{completed}'", "$2", "1000", "$3", "10").Replace(jobPruneSQL), []string{"leasehold_job_finalized_idx"}},
+		{"unique holders", strings.ReplaceAll(jobGetHoldersByKeysSQL, "$1", "'{a,b}'"), []string{"leasehold_job_unique_key_idx"}},
+		{"running by queue", strings.NewReplacer("$1", "'q0'", "$2", "'{}'").Replace(jobCountRunningSQL),
 			[]string{"leasehold_job_running_idx", "Index Cond: (queue = 'q0'::text)"}},
-		{"running by kind", strings.NewReplacer("$1", "'q0'", "$2", "'{k1}'").Replace(sqlJobCountRunning),
+		{"running by kind", strings.NewReplacer("$1", "'q0'", "$2", "'{k1}'").Replace(jobCountRunningSQL),
 			[]string{"leasehold_job_running_idx", "Index Cond: (kind = k.kind)"}},
-		{"expire", strings.NewReplacer("$1", "100", "$2", "5").Replace(sqlJobExpire), []string{"leasehold_job_running_idx"}},
+		{"expire", strings.NewReplacer("$1", "100", "$2", "5").Replace(jobExpireSQL), []string{"leasehold_job_running_idx"}},
 	} {
 		plan := explain(t, conn, "EXPLAIN "+tc.query)
 		for _, want := range tc.want {
@@ -201,7 +201,7 @@ func TestStateIndexesUsable(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
 		t.Fatalf("disable sequential scans: %v", err)
 	}
-	count := explain(t, conn, "EXPLAIN "+sqlJobCountByState)
+	count := explain(t, conn, "EXPLAIN "+jobCountByStateSQL)
 	// Any of the running indexes serves the running branch.
 	for _, idx := range []string{"leasehold_job_claim_idx", "leasehold_job_running_", "leasehold_job_state_idx", "leasehold_job_finalized_idx"} {
 		if !strings.Contains(count, idx) {
@@ -212,7 +212,7 @@ func TestStateIndexesUsable(t *testing.T) {
 		t.Errorf("count by state scans the table:\n%s", count)
 	}
 	for _, state := range []string{"scheduled", "retryable", "discarded", "cancelled", "stuck"} {
-		plan := explain(t, conn, fmt.Sprintf("EXPLAIN %s WHERE state = ANY('{%s}'::text[]) AND queue = 'q1' ORDER BY id DESC LIMIT 100", sqlJobListSelect, state))
+		plan := explain(t, conn, fmt.Sprintf("EXPLAIN %s WHERE state = ANY('{%s}'::text[]) AND queue = 'q1' ORDER BY id DESC LIMIT 100", jobListSelectSQL, state))
 		if !strings.Contains(plan, "leasehold_job_state_idx") {
 			t.Errorf("listing %s jobs does not use the state index:\n%s", state, plan)
 		}
@@ -228,7 +228,7 @@ func seedPlanJobs(t *testing.T, d *Driver) {
 		params[i] = testJob(fmt.Sprintf("q%d", i%4))
 		params[i].Kind = fmt.Sprintf("k%d", i%5)
 	}
-	if _, err := d.GetExecutor().JobInsertFast(t.Context(), params); err != nil {
+	if _, err := d.GetExecutor().JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 	exec := d.GetExecutor()
@@ -239,7 +239,7 @@ func seedPlanJobs(t *testing.T, d *Driver) {
 			t.Fatalf("claim: %v", err)
 		}
 		for _, j := range jobs[:20] {
-			if _, _, err := exec.JobCancelRunning(t.Context(), j.ID); err != nil {
+			if _, _, err := exec.JobCancelRunning(t.Context(), &driver.JobCancelRunningParams{ID: j.ID}); err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
 		}

@@ -8,12 +8,12 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// sqlJobPrune deletes up to $3 jobs in states $1 finalized more than $2
+// jobPruneSQL deletes up to $3 jobs in states $1 finalized more than $2
 // microseconds ago, oldest first. The fixed state list restricts the
 // deletion to finished jobs whatever the caller passes, and lets the planner
 // use the partial retention index. SKIP LOCKED lets concurrent pruners take
 // different rows instead of waiting on each other.
-const sqlJobPrune = `
+const jobPruneSQL = `
 DELETE FROM leasehold_job
 WHERE id IN (
 	SELECT id FROM leasehold_job
@@ -25,10 +25,10 @@ WHERE id IN (
 	FOR UPDATE SKIP LOCKED
 )`
 
-// sqlAttemptPrune deletes up to $2 attempt rows that finished more than $1
+// attemptPruneSQL deletes up to $2 attempt rows that finished more than $1
 // microseconds ago, oldest first, through the finished_at index; the
 // primary key picks the rows out.
-const sqlAttemptPrune = `
+const attemptPruneSQL = `
 DELETE FROM leasehold_attempt a
 USING (
 	SELECT job_id, token FROM leasehold_attempt
@@ -47,9 +47,9 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 	for i, s := range params.States {
 		states[i] = string(s)
 	}
-	tag, err := e.db.Exec(ctx, sqlJobPrune, states, micros(params.OlderThan), params.Limit)
+	tag, err := e.db.Exec(ctx, jobPruneSQL, states, micros(params.OlderThan), params.Limit)
 	if err != nil {
-		return 0, fmt.Errorf("prune jobs: %w", translate(err))
+		return 0, fmt.Errorf("prune jobs: %w", translateError(err))
 	}
 	return tag.RowsAffected(), nil
 }
@@ -58,9 +58,9 @@ func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPrune
 	if params.Limit < 1 {
 		return 0, nil
 	}
-	tag, err := e.db.Exec(ctx, sqlAttemptPrune, micros(params.OlderThan), params.Limit)
+	tag, err := e.db.Exec(ctx, attemptPruneSQL, micros(params.OlderThan), params.Limit)
 	if err != nil {
-		return 0, fmt.Errorf("prune attempts: %w", translate(err))
+		return 0, fmt.Errorf("prune attempts: %w", translateError(err))
 	}
 	return tag.RowsAffected(), nil
 }

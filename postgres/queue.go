@@ -7,10 +7,10 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// sqlQueueSetPaused pauses ($2 true) or resumes a queue, creating its
+// queueSetPausedSQL pauses ($2 true) or resumes a queue, creating its
 // control row when missing. Resuming notifies listeners, so idle clients
 // claim at once.
-const sqlQueueSetPaused = `
+const queueSetPausedSQL = `
 WITH upserted AS (
 	INSERT INTO leasehold_queue (name, paused_at, updated_at)
 	VALUES ($1, CASE WHEN $2::boolean THEN now() END, now())
@@ -21,21 +21,21 @@ WITH upserted AS (
 )
 SELECT CASE WHEN $2::boolean THEN '' ELSE pg_notify('leasehold_insert', name)::text END FROM upserted`
 
-// sqlQueueList lists the queues' control rows.
-const sqlQueueList = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
+// queueListSQL lists the queues' control rows.
+const queueListSQL = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
 
 func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	var ignored string
-	if err := e.db.QueryRow(ctx, sqlQueueSetPaused, params.Name, params.Paused).Scan(&ignored); err != nil {
-		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, translate(err))
+	if err := e.db.QueryRow(ctx, queueSetPausedSQL, params.Name, params.Paused).Scan(&ignored); err != nil {
+		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, translateError(err))
 	}
 	return nil
 }
 
 func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
-	rows, err := e.db.Query(ctx, sqlQueueList)
+	rows, err := e.db.Query(ctx, queueListSQL)
 	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", translate(err))
+		return nil, fmt.Errorf("list queues: %w", translateError(err))
 	}
 	defer rows.Close()
 	out := []*driver.QueueRow{}
@@ -52,7 +52,7 @@ func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 		out = append(out, &q)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", translate(err))
+		return nil, fmt.Errorf("list queues: %w", translateError(err))
 	}
 	return out, nil
 }

@@ -144,11 +144,11 @@ func utcPtr(t *time.Time) *time.Time {
 func (e *executor) queryIDs(ctx context.Context, what, query string, args ...any) ([]int64, error) {
 	rows, err := e.db.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, translate(err))
+		return nil, fmt.Errorf("%s: %w", what, translateError(err))
 	}
 	ids, err := scanIDs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, translate(err))
+		return nil, fmt.Errorf("%s: %w", what, translateError(err))
 	}
 	return ids, nil
 }

@@ -103,7 +103,7 @@ func TestClaimDecodesRows(t *testing.T) {
 	e := d.GetExecutor()
 	p := testJob("default")
 	p.Metadata = []byte(`{"trace":"abc"}`)
-	if _, err := e.JobInsertMany(ctx, []*driver.JobInsertParams{p, testJob("default")}); err != nil {
+	if _, err := e.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p, testJob("default")}}); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := e.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Max: 10, Owner: "me", DefaultLeaseTTL: time.Minute})
@@ -114,7 +114,7 @@ func TestClaimDecodesRows(t *testing.T) {
 		t.Fatalf("claimed %d jobs, want 2", len(jobs))
 	}
 	for _, j := range jobs {
-		got, err := e.JobGet(ctx, j.ID)
+		got, err := e.JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 		b.Fatal(err)
 	}
 	exec := d.GetExecutor()
-	if _, err := exec.JobInsertFast(ctx, insertParams("default", b.N*10)); err != nil {
+	if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: insertParams("default", b.N*10)}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

@@ -9,6 +9,17 @@ import (
 	"github.com/leasehold/leasehold/internal/sqlbackend"
 )
 
+// The statements of this package number their parameters (?1, ?2, ...) so
+// that one value can appear twice. Each sits at the top of the file of the
+// method that runs it.
+
+// nowExpr is the database clock in microseconds since the Unix epoch. SQLite
+// keeps 'now' to the millisecond and holds it still within one statement.
+const nowExpr = "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
+
+// nowSQL reads the database clock.
+const nowSQL = "SELECT " + nowExpr
+
 // executor implements driver.Executor on a querier.
 type executor struct {
 	d *Driver
@@ -95,7 +106,7 @@ func (e *executor) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var us int64
-	if err := q.QueryRowContext(ctx, queryNow).Scan(&us); err != nil {
+	if err := q.QueryRowContext(ctx, nowSQL).Scan(&us); err != nil {
 		return time.Time{}, fmt.Errorf("read database clock: %w", err)
 	}
 	return fromMicros(us), nil

@@ -8,30 +8,31 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// queryJobCancelRunning asks for cancellation of job ?1 if it is running,
+// jobCancelRunningSQL asks for cancellation of job ?1 if it is running,
 // keeping the time of an earlier request.
-const queryJobCancelRunning = `UPDATE leasehold_job
-SET cancel_requested_at = coalesce(cancel_requested_at, ` + sqlNow + `)
+const jobCancelRunningSQL = `UPDATE leasehold_job
+SET cancel_requested_at = coalesce(cancel_requested_at, ` + nowExpr + `)
 WHERE id = ?1 AND state = 'running'
 RETURNING ` + jobColumns
 
-// queryJobCancelRequested lists the running jobs leased by owner ?1 whose
+// jobCancelRequestedSQL lists the running jobs leased by owner ?1 whose
 // cancellation was asked for. Its predicate is the partial cancel index's.
-const queryJobCancelRequested = `SELECT id, lease_token FROM leasehold_job
+const jobCancelRequestedSQL = `SELECT id, lease_token FROM leasehold_job
 WHERE state = 'running' AND cancel_requested_at IS NOT NULL AND lease_owner = ?1
 ORDER BY id`
 
 // JobCancelRunning asks for cancellation of a running job in one conditional
 // UPDATE ... RETURNING; when the job is not running it reads the unchanged
 // row in the same transaction.
-func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error) {
+func (e *executor) JobCancelRunning(ctx context.Context, params *driver.JobCancelRunningParams) (*leasetype.JobRow, bool, error) {
+	id := params.ID
 	var (
 		job     *leasetype.JobRow
 		running bool
 	)
 	err := e.write(ctx, func(q querier) error {
 		var err error
-		job, err = scanJob(q.QueryRowContext(ctx, queryJobCancelRunning, id))
+		job, err = scanJob(q.QueryRowContext(ctx, jobCancelRunningSQL, id))
 		if err == nil {
 			running = true
 			return nil
@@ -40,11 +41,8 @@ func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.J
 			return err
 		}
 		running = false
-		job, err = scanJob(q.QueryRowContext(ctx, queryJobGet, id))
-		if isNoRows(err) {
-			return driver.ErrNotFound
-		}
-		return err
+		job, err = scanJob(q.QueryRowContext(ctx, jobGetSQL, id))
+		return translateError(err)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("cancel running job %d: %w", id, err)
@@ -59,7 +57,7 @@ func (e *executor) JobCancelRequested(ctx context.Context, params *driver.JobCan
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryJobCancelRequested, params.Owner)
+	rows, err := q.QueryContext(ctx, jobCancelRequestedSQL, params.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("list cancellations of %s: %w", params.Owner, err)
 	}

@@ -7,8 +7,58 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/driver"
-	"github.com/leasehold/leasehold/leasetype"
 )
+
+// heldKeyPredicate is the predicate of the partial unique index on
+// unique_key (migration 3): every unfinished job holds its key, a finished
+// one when its unique_finished bit for its state is set. A query repeats it
+// verbatim so that the planner proves the index applies.
+const heldKeyPredicate = `unique_key IS NOT NULL
+	AND (state IN ('available', 'scheduled', 'running', 'retryable', 'stuck')
+		OR (state = 'completed' AND unique_finished & 1 <> 0)
+		OR (state = 'discarded' AND unique_finished & 2 <> 0)
+		OR (state = 'cancelled' AND unique_finished & 4 <> 0))`
+
+// jobInsertSQL inserts one job, skipping it when a job holding its unique
+// key exists (the partial unique index; an upsert without a conflict target
+// covers any unique index). ?1 kind, ?2 queue, ?3 priority, ?4 args, ?5
+// metadata, ?6 unique key, ?7 max attempts, ?8 lease TTL in ms, ?9
+// scheduled_at or NULL, ?10 now, ?11 the unique_finished bitmask.
+const jobInsertSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
+VALUES (?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' ELSE 'available' END,
+	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10, ?11)
+ON CONFLICT DO NOTHING
+RETURNING ` + jobColumns
+
+// jobGetKeyHolderSQL finds the job holding a unique key, by the rule of
+// the unique index.
+const jobGetKeyHolderSQL = `SELECT ` + jobColumns + `
+FROM leasehold_job
+WHERE unique_key = ?1 AND ` + heldKeyPredicate
+
+// jobInsertFastSQL inserts the jobs of ?1, a JSON array of {"kind",
+// "queue", "priority", "args", "metadata", "max_attempts", "lease_ttl_ms",
+// "scheduled_at", "unique_finished"} with args and metadata as JSON text, in
+// one statement whatever their number; ?2 is now.
+const jobInsertFastSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
+SELECT p.kind, p.queue,
+	CASE WHEN p.scheduled_at > ?2 THEN 'scheduled' ELSE 'available' END,
+	p.priority, p.args, p.metadata, p.max_attempts, p.lease_ttl_ms,
+	coalesce(p.scheduled_at, ?2), ?2, p.unique_finished
+FROM (
+	SELECT value ->> '$.kind' AS kind, value ->> '$.queue' AS queue,
+		value ->> '$.priority' AS priority, value ->> '$.args' AS args,
+		value ->> '$.metadata' AS metadata, value ->> '$.max_attempts' AS max_attempts,
+		value ->> '$.lease_ttl_ms' AS lease_ttl_ms, value ->> '$.scheduled_at' AS scheduled_at,
+		value ->> '$.unique_finished' AS unique_finished,
+		key AS n
+	FROM json_each(?1)
+) AS p
+ORDER BY p.n`
 
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
 var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take jobs with a unique key; use JobInsertMany")
@@ -18,22 +68,22 @@ var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take
 // finished one whose unique_finished names its state) is skipped by the
 // partial unique index and that job is returned instead, also for a key
 // repeated within params.
-func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
-	if len(params) == 0 {
+func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
-	out := make([]*driver.JobInsertResult, 0, len(params))
+	out := make([]*driver.JobInsertResult, 0, len(params.Jobs))
 	err := e.write(ctx, func(q querier) error {
 		out = out[:0]
 		var now int64
-		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		for _, p := range params {
-			row := q.QueryRowContext(ctx, queryJobInsert,
-				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), metadata(p.Metadata),
+		for _, p := range params.Jobs {
+			row := q.QueryRowContext(ctx, jobInsertSQL,
+				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
 				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now,
-				uniqueFinished(p.UniqueFinished))
+				driver.UniqueFinishedMask(p.UniqueFinished))
 			job, err := scanJob(row)
 			if err == nil {
 				out = append(out, &driver.JobInsertResult{Job: job})
@@ -42,7 +92,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 			if !isNoRows(err) || p.UniqueKey == "" {
 				return err
 			}
-			existing, err := scanJob(q.QueryRowContext(ctx, queryJobGetKeyHolder, p.UniqueKey))
+			existing, err := scanJob(q.QueryRowContext(ctx, jobGetKeyHolderSQL, p.UniqueKey))
 			if err != nil {
 				return fmt.Errorf("read job with unique key %q: %w", p.UniqueKey, err)
 			}
@@ -56,7 +106,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 	return out, nil
 }
 
-// fastJob is the JSON form of a driver.JobInsertParams for queryJobInsertFast.
+// fastJob is the JSON form of a driver.JobInsertParams for jobInsertFastSQL.
 type fastJob struct {
 	Kind        string `json:"kind"`
 	Queue       string `json:"queue"`
@@ -74,16 +124,16 @@ type fastJob struct {
 // JobInsertFast inserts jobs with one INSERT ... SELECT from a JSON array,
 // in one transaction, and returns the count. It refuses jobs with unique
 // keys.
-func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	jobs := make([]fastJob, len(params))
-	for i, p := range params {
+func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFastParams) (int, error) {
+	jobs := make([]fastJob, len(params.Jobs))
+	for i, p := range params.Jobs {
 		if p.UniqueKey != "" {
 			return 0, errFastUniqueKey
 		}
 		jobs[i] = fastJob{Kind: p.Kind, Queue: p.Queue, Priority: p.Priority,
-			Args: string(p.EncodedArgs), Metadata: metadata(p.Metadata), MaxAttempts: p.MaxAttempts,
+			Args: string(p.EncodedArgs), Metadata: string(driver.MetadataOrEmpty(p.Metadata)), MaxAttempts: p.MaxAttempts,
 			LeaseTTLMS: millis(p.LeaseTTL), ScheduledAt: micros(p.ScheduledAt),
-			UniqueFinished: uniqueFinished(p.UniqueFinished)}
+			UniqueFinished: driver.UniqueFinishedMask(p.UniqueFinished)}
 	}
 	if len(jobs) == 0 {
 		return 0, nil
@@ -95,10 +145,10 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 	var n int64
 	err = e.write(ctx, func(q querier) error {
 		var now int64
-		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		res, err := q.ExecContext(ctx, queryJobInsertFast, string(jobsJSON), now)
+		res, err := q.ExecContext(ctx, jobInsertFastSQL, string(jobsJSON), now)
 		if err != nil {
 			return err
 		}
@@ -109,30 +159,4 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
 	return int(n), nil
-}
-
-// metadata stores missing metadata as an empty JSON object.
-func metadata(b []byte) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
-
-// uniqueFinished encodes the finished states in which a job keeps its unique
-// key as the unique_finished bitmask. Other states are ignored: the client
-// validates the list, and unfinished states hold the key anyway.
-func uniqueFinished(states []leasetype.JobState) int {
-	mask := 0
-	for _, s := range states {
-		switch s {
-		case leasetype.JobStateCompleted:
-			mask |= 1
-		case leasetype.JobStateDiscarded:
-			mask |= 2
-		case leasetype.JobStateCancelled:
-			mask |= 4
-		}
-	}
-	return mask
 }

@@ -1,24 +1,33 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-
-	sqlitedrv "modernc.org/sqlite"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobGetSQL reads one job.
+const jobGetSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = ?1`
+
+// jobListPrefixSQL starts a job listing; sqlbackend.ListJobs adds the
+// filters, the order and the limit.
+const jobListPrefixSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE 1`
+
+// jobListByStates is a job listing's filter on states, given as one JSON
+// array parameter.
+const jobListByStates = ` AND state IN (SELECT value FROM json_each(?))`
+
+// jobAttemptsSQL reads a job's attempt history, oldest first.
+const jobAttemptsSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt WHERE job_id = ?1 ORDER BY token`
+
 // jobListSQL is JobList's SQL; the states are one JSON array parameter.
 var jobListSQL = sqlbackend.JobListSQL{
-	Prefix: queryJobListPrefix,
+	Prefix: jobListPrefixSQL,
 	States: func(states []leasetype.JobState) (string, []any, error) {
 		b, err := json.Marshal(states)
 		if err != nil {
@@ -29,17 +38,15 @@ var jobListSQL = sqlbackend.JobListSQL{
 }
 
 // JobGet returns one job or driver.ErrNotFound.
-func (e *executor) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error) {
+	id := params.ID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	job, err := scanJob(q.QueryRowContext(ctx, queryJobGet, id))
-	if isNoRows(err) {
-		return nil, fmt.Errorf("get job %d: %w", id, driver.ErrNotFound)
-	}
+	job, err := scanJob(q.QueryRowContext(ctx, jobGetSQL, id))
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, err)
+		return nil, fmt.Errorf("get job %d: %w", id, translateError(err))
 	}
 	return job, nil
 }
@@ -58,42 +65,15 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 }
 
 // JobAttempts returns a job's attempt history, oldest first.
-func (e *executor) JobAttempts(ctx context.Context, jobID int64) ([]*leasetype.AttemptRow, error) {
+func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	jobID := params.JobID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, queryJobAttempts, jobID)
+	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, jobAttemptsSQL, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, err)
 	}
 	return attempts, nil
-}
-
-// JobCountByState counts jobs per queue and state, ordered by queue and state.
-func (e *executor) JobCountByState(ctx context.Context) ([]*driver.QueueStateCount, error) {
-	q, err := e.read()
-	if err != nil {
-		return nil, err
-	}
-	out, err := sqlbackend.QueryAll(ctx, q, sqlbackend.ScanQueueStateCount, queryJobCountByState)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	slices.SortFunc(out, func(a, b *driver.QueueStateCount) int {
-		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.State, b.State))
-	})
-	return out, nil
-}
-
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
-
-// sqliteConstraintUnique is SQLite's extended result code
-// SQLITE_CONSTRAINT_UNIQUE: a unique index was violated.
-const sqliteConstraintUnique = 2067
-
-// isUniqueViolation reports whether err is a unique index violation.
-func isUniqueViolation(err error) bool {
-	var se *sqlitedrv.Error
-	return errors.As(err, &se) && se.Code() == sqliteConstraintUnique
 }

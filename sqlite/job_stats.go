@@ -1,17 +1,25 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// queryJobThroughput counts ended attempts per queue, minute and outcome,
+// jobCountByStateSQL counts jobs per queue and state, grouped in the
+// order of the (state, queue) index so that no sort is needed.
+const jobCountByStateSQL = `SELECT queue, state, count(*)
+FROM leasehold_job GROUP BY state, queue`
+
+// jobThroughputSQL counts ended attempts per queue, minute and outcome,
 // scanning the attempt history by its finished_at index.
-const queryJobThroughput = `
+const jobThroughputSQL = `
 SELECT j.queue, (a.finished_at / 60000000) * 60000000 AS minute, a.outcome, count(*)
 FROM leasehold_attempt a
 JOIN leasehold_job j ON j.id = a.job_id
@@ -19,30 +27,30 @@ WHERE a.finished_at >= ?
 GROUP BY 1, 2, 3
 ORDER BY 2, 1, 3`
 
-// queryQueueBacklog measures each queue's claimable backlog on the database
+// queueBacklogSQL measures each queue's claimable backlog on the database
 // clock.
-const queryQueueBacklog = `
-SELECT queue, count(*), ` + sqlNow + ` - min(scheduled_at)
+const queueBacklogSQL = `
+SELECT queue, count(*), ` + nowExpr + ` - min(scheduled_at)
 FROM leasehold_job
-WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= ` + sqlNow + `
+WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= ` + nowExpr + `
 GROUP BY queue
 ORDER BY queue`
 
 // JobThroughput counts ended attempts per queue, minute and outcome.
-func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*driver.ThroughputCount, error) {
+func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughputParams) ([]*leasetype.ThroughputCount, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryJobThroughput, params.Since.UnixMicro())
+	rows, err := q.QueryContext(ctx, jobThroughputSQL, params.Since.UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("count throughput: %w", err)
 	}
 	defer rows.Close()
-	out := []*driver.ThroughputCount{}
+	out := []*leasetype.ThroughputCount{}
 	for rows.Next() {
 		var (
-			c       driver.ThroughputCount
+			c       leasetype.ThroughputCount
 			minute  int64
 			outcome string
 		)
@@ -59,20 +67,20 @@ func (e *executor) JobThroughput(ctx context.Context, params *driver.JobThroughp
 }
 
 // QueueBacklog measures each queue's claimable backlog.
-func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, error) {
+func (e *executor) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryQueueBacklog)
+	rows, err := q.QueryContext(ctx, queueBacklogSQL)
 	if err != nil {
 		return nil, fmt.Errorf("measure backlog: %w", err)
 	}
 	defer rows.Close()
-	out := []*driver.QueueBacklog{}
+	out := []*leasetype.QueueBacklog{}
 	for rows.Next() {
 		var (
-			b     driver.QueueBacklog
+			b     leasetype.QueueBacklog
 			ageUS int64
 		)
 		if err := rows.Scan(&b.Queue, &b.Available, &ageUS); err != nil {
@@ -84,5 +92,21 @@ func (e *executor) QueueBacklog(ctx context.Context) ([]*driver.QueueBacklog, er
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("measure backlog: %w", err)
 	}
+	return out, nil
+}
+
+// JobCountByState counts jobs per queue and state, ordered by queue and state.
+func (e *executor) JobCountByState(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	out, err := sqlbackend.QueryAll(ctx, q, sqlbackend.ScanQueueStateCount, jobCountByStateSQL)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	slices.SortFunc(out, func(a, b *leasetype.QueueStateCount) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.State, b.State))
+	})
 	return out, nil
 }

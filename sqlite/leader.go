@@ -7,19 +7,19 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// leaderHeld is true, in queryLeaderAttempt's upsert, while the stored lease
+// leaderHeld is true, in leaderAttemptSQL's upsert, while the stored lease
 // has not expired on the database clock.
-const leaderHeld = `leasehold_leader.lease_until > ` + sqlNow
+const leaderHeld = `leasehold_leader.lease_until > ` + nowExpr
 
-// queryLeaderAttempt takes or renews leader lease ?1 for owner ?2, whose
+// leaderAttemptSQL takes or renews leader lease ?1 for owner ?2, whose
 // current token is ?3, for ?4 microseconds, in one conditional upsert. A new
 // row starts at token 1. An expired lease is taken over: token + 1,
 // acquired_at now. An unexpired one is renewed only for the holder with the
 // same token, which keeps it; a holder of an older grant is refused. 'now'
 // is one value within the statement.
-const queryLeaderAttempt = `INSERT INTO leasehold_leader
+const leaderAttemptSQL = `INSERT INTO leasehold_leader
 	(name, owner, token, lease_until, acquired_at, updated_at)
-VALUES (?1, ?2, 1, ` + sqlNow + ` + ?4, ` + sqlNow + `, ` + sqlNow + `)
+VALUES (?1, ?2, 1, ` + nowExpr + ` + ?4, ` + nowExpr + `, ` + nowExpr + `)
 ON CONFLICT (name) DO UPDATE SET
 	owner = excluded.owner,
 	token = CASE WHEN ` + leaderHeld + ` THEN leasehold_leader.token ELSE leasehold_leader.token + 1 END,
@@ -29,14 +29,14 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE NOT ` + leaderHeld + `
 	OR (leasehold_leader.owner = ?2 AND leasehold_leader.token = ?3 AND ` + leaderHeld + `)`
 
-// queryLeaderGet reads leader lease ?1.
-const queryLeaderGet = `SELECT name, owner, token, lease_until, acquired_at
+// leaderGetSQL reads leader lease ?1.
+const leaderGetSQL = `SELECT name, owner, token, lease_until, acquired_at
 FROM leasehold_leader WHERE name = ?1`
 
-// queryLeaderResign expires leader lease ?1 now when owner ?2 holds it with
+// leaderResignSQL expires leader lease ?1 now when owner ?2 holds it with
 // token ?3. An already expired lease keeps its earlier end.
-const queryLeaderResign = `UPDATE leasehold_leader
-SET lease_until = min(lease_until, ` + sqlNow + `), updated_at = ` + sqlNow + `
+const leaderResignSQL = `UPDATE leasehold_leader
+SET lease_until = min(lease_until, ` + nowExpr + `), updated_at = ` + nowExpr + `
 WHERE name = ?1 AND owner = ?2 AND token = ?3`
 
 // LeaderAttempt takes or renews a leader lease in one conditional upsert and
@@ -44,12 +44,12 @@ WHERE name = ?1 AND owner = ?2 AND token = ?3`
 func (e *executor) LeaderAttempt(ctx context.Context, params *driver.LeaderParams) (*driver.LeaderRow, error) {
 	var row driver.LeaderRow
 	err := e.write(ctx, func(q querier) error {
-		if _, err := q.ExecContext(ctx, queryLeaderAttempt, params.Name, params.Owner, params.Token,
+		if _, err := q.ExecContext(ctx, leaderAttemptSQL, params.Name, params.Owner, params.Token,
 			max(0, params.TTL.Microseconds())); err != nil {
 			return err
 		}
 		var until, acquired int64
-		if err := q.QueryRowContext(ctx, queryLeaderGet, params.Name).Scan(
+		if err := q.QueryRowContext(ctx, leaderGetSQL, params.Name).Scan(
 			&row.Name, &row.Owner, &row.Token, &until, &acquired); err != nil {
 			return fmt.Errorf("read lease: %w", err)
 		}
@@ -66,7 +66,7 @@ func (e *executor) LeaderAttempt(ctx context.Context, params *driver.LeaderParam
 // params.Token; otherwise it does nothing.
 func (e *executor) LeaderResign(ctx context.Context, params *driver.LeaderParams) error {
 	err := e.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, queryLeaderResign, params.Name, params.Owner, params.Token)
+		_, err := q.ExecContext(ctx, leaderResignSQL, params.Name, params.Owner, params.Token)
 		return err
 	})
 	if err != nil {

@@ -46,13 +46,13 @@ func TestMigration3WithJobs(t *testing.T) {
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim = %v, %v", claimed, err)
 	}
-	if _, running, err := exec.JobCancelRunning(ctx, claimed[0].ID); err != nil || !running {
+	if _, running, err := exec.JobCancelRunning(ctx, &driver.JobCancelRunningParams{ID: claimed[0].ID}); err != nil || !running {
 		t.Fatalf("cancel = %v, %v", running, err)
 	}
 	held := &driver.JobInsertParams{Kind: "k", Queue: "q", Priority: 1, EncodedArgs: []byte("{}"),
 		Metadata: []byte("{}"), MaxAttempts: 1, UniqueKey: "other",
 		UniqueFinished: []leasetype.JobState{leasetype.JobStateCompleted}}
-	if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{held}); err != nil {
+	if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{held}}); err != nil {
 		t.Fatalf("insert with unique_finished: %v", err)
 	}
 	if _, err := m.DownTo(ctx, 2); err != nil {

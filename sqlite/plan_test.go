@@ -17,17 +17,17 @@ func TestQueryPlans(t *testing.T) {
 		name, query, want string
 		args              []any
 	}{
-		{"heartbeat", queryJobHeartbeat, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]"}},
-		{"finish", queryJobFinish, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0}},
-		{"finish attempts", queryAttemptInsertFinished, "SEARCH j USING INTEGER PRIMARY KEY", []any{"[]", 0}},
-		{"claim", queryJobClaim, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1}},
-		{"unique key", queryJobGetKeyHolder, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},
-		{"claim kinds", queryJobClaimKinds, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, `["a"]`, "[]"}},
-		{"running by queue", queryJobCountRunningQueue, "USING INDEX leasehold_job_state_queue_idx (state=? AND queue=?)", []any{"q"}},
-		{"running by kind", queryJobCountRunningKinds, "USING INDEX leasehold_job_running_kind_idx", []any{`["a"]`}},
-		{"cancel requested", queryJobCancelRequested, "USING INDEX leasehold_job_cancel_idx", []any{"o"}},
-		{"job prune", queryJobPrune, "USING INDEX leasehold_job_finalized_idx", []any{`["completed"]`, 0, 1}},
-		{"attempt prune", queryAttemptPrune, "USING COVERING INDEX leasehold_attempt_finished_idx", []any{0, 1}},
+		{"heartbeat", jobHeartbeatSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]"}},
+		{"finish", jobFinishSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0}},
+		{"finish attempts", attemptInsertFinishedSQL, "SEARCH j USING INTEGER PRIMARY KEY", []any{"[]", 0}},
+		{"claim", jobClaimSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1}},
+		{"unique key", jobGetKeyHolderSQL, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},
+		{"claim kinds", jobClaimKindsSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, `["a"]`, "[]"}},
+		{"running by queue", jobCountRunningQueueSQL, "USING INDEX leasehold_job_state_queue_idx (state=? AND queue=?)", []any{"q"}},
+		{"running by kind", jobCountRunningKindsSQL, "USING INDEX leasehold_job_running_kind_idx", []any{`["a"]`}},
+		{"cancel requested", jobCancelRequestedSQL, "USING INDEX leasehold_job_cancel_idx", []any{"o"}},
+		{"job prune", jobPruneSQL, "USING INDEX leasehold_job_finalized_idx", []any{`["completed"]`, 0, 1}},
+		{"attempt prune", attemptPruneSQL, "USING COVERING INDEX leasehold_attempt_finished_idx", []any{0, 1}},
 	} {
 		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
 		if err != nil {

@@ -8,27 +8,27 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// queryJobPrune deletes up to ?3 finished jobs in one of the states of the
+// jobPruneSQL deletes up to ?3 finished jobs in one of the states of the
 // JSON array ?1 finalized before the database clock minus ?2 microseconds,
 // oldest first. It walks the partial finalized index in finalized_at
 // order: left to itself the planner picks the (state, queue) index and sorts
 // every finished job, which retention on a large table cannot afford. The
 // first state list is that index's predicate, which INDEXED BY requires;
 // stuck jobs, which wait for reconciliation, are never pruned.
-const queryJobPrune = `DELETE FROM leasehold_job WHERE id IN (
+const jobPruneSQL = `DELETE FROM leasehold_job WHERE id IN (
 	SELECT id FROM leasehold_job INDEXED BY leasehold_job_finalized_idx
 	WHERE state IN ('completed', 'discarded', 'cancelled')
 		AND state IN (SELECT value FROM json_each(?1))
-		AND finalized_at < ` + sqlNow + ` - ?2
+		AND finalized_at < ` + nowExpr + ` - ?2
 	ORDER BY finalized_at
 	LIMIT ?3)`
 
-// queryAttemptPrune deletes up to ?2 attempt rows that finished before the
+// attemptPruneSQL deletes up to ?2 attempt rows that finished before the
 // database clock minus ?1 microseconds, oldest first, by the finished_at
 // index.
-const queryAttemptPrune = `DELETE FROM leasehold_attempt WHERE rowid IN (
+const attemptPruneSQL = `DELETE FROM leasehold_attempt WHERE rowid IN (
 	SELECT rowid FROM leasehold_attempt
-	WHERE finished_at < ` + sqlNow + ` - ?1
+	WHERE finished_at < ` + nowExpr + ` - ?1
 	ORDER BY finished_at
 	LIMIT ?2)`
 
@@ -47,7 +47,7 @@ func (e *executor) JobPrune(ctx context.Context, params *driver.JobPruneParams) 
 	if err != nil {
 		return 0, fmt.Errorf("prune jobs: encode states: %w", err)
 	}
-	n, err := e.deleteCount(ctx, queryJobPrune, statesJSON, olderThan(params.OlderThan), params.Limit)
+	n, err := e.deleteCount(ctx, jobPruneSQL, statesJSON, olderThan(params.OlderThan), params.Limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune jobs: %w", err)
 	}
@@ -61,7 +61,7 @@ func (e *executor) AttemptPrune(ctx context.Context, params *driver.AttemptPrune
 	if params.Limit < 1 {
 		return 0, nil
 	}
-	n, err := e.deleteCount(ctx, queryAttemptPrune, olderThan(params.OlderThan), params.Limit)
+	n, err := e.deleteCount(ctx, attemptPruneSQL, olderThan(params.OlderThan), params.Limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune attempts: %w", err)
 	}

@@ -8,21 +8,21 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// queryQueueSetPaused pauses (?2 = 1) or resumes queue ?1, creating its
+// queueSetPausedSQL pauses (?2 = 1) or resumes queue ?1, creating its
 // control row when missing.
-const queryQueueSetPaused = `INSERT INTO leasehold_queue (name, paused_at, updated_at)
-VALUES (?1, CASE WHEN ?2 THEN ` + sqlNow + ` END, ` + sqlNow + `)
+const queueSetPausedSQL = `INSERT INTO leasehold_queue (name, paused_at, updated_at)
+VALUES (?1, CASE WHEN ?2 THEN ` + nowExpr + ` END, ` + nowExpr + `)
 ON CONFLICT (name) DO UPDATE SET
-	paused_at = CASE WHEN ?2 THEN coalesce(leasehold_queue.paused_at, ` + sqlNow + `) END,
-	updated_at = ` + sqlNow
+	paused_at = CASE WHEN ?2 THEN coalesce(leasehold_queue.paused_at, ` + nowExpr + `) END,
+	updated_at = ` + nowExpr
 
-// queryQueueList lists the queues' control rows.
-const queryQueueList = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
+// queueListSQL lists the queues' control rows.
+const queueListSQL = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
 
 // QueueSetPaused pauses or resumes a queue.
 func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	err := e.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, queryQueueSetPaused, params.Name, params.Paused)
+		_, err := q.ExecContext(ctx, queueSetPausedSQL, params.Name, params.Paused)
 		return err
 	})
 	if err != nil {
@@ -37,7 +37,7 @@ func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, queryQueueList)
+	rows, err := q.QueryContext(ctx, queueListSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}

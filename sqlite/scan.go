@@ -8,6 +8,17 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// jobColumns are the job columns in the order scanJob reads them.
+const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key,
+	attempt, max_attempts, errors, expiries, last_error,
+	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
+	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
+	cancel_requested_at`
+
+// attemptColumns are the attempt columns in the order scanAttempt reads them.
+const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
+	last_heartbeat_at, heartbeats, finished_at, outcome, error`
+
 // scanJob reads a row selected with jobColumns.
 func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	var (

@@ -99,7 +99,7 @@ func (b *backend) exec() driver.Executor {
 
 func (b *backend) job(t *testing.T, id int64) *leasetype.JobRow {
 	t.Helper()
-	row, err := b.exec().JobGet(t.Context(), id)
+	row, err := b.exec().JobGet(t.Context(), &driver.JobGetParams{ID: id})
 	if err != nil {
 		t.Fatalf("get job %d: %v", id, err)
 	}

@@ -121,7 +121,7 @@ func TestJobCancelRunning(t *testing.T) {
 		if row.CancelRequestedAt == nil || !row.CancelRequestedAt.Equal(*res[0].Job.CancelRequestedAt) {
 			t.Errorf("the row's CancelRequestedAt %v, the CLI printed %v", row.CancelRequestedAt, res[0].Job.CancelRequestedAt)
 		}
-		attempts, err := b.exec().JobAttempts(t.Context(), job.ID)
+		attempts, err := b.exec().JobAttempts(t.Context(), &driver.JobAttemptsParams{JobID: job.ID})
 		if err != nil || len(attempts) != 1 || attempts[0].Outcome != leasetype.OutcomeCancelled {
 			t.Fatalf("attempts after the cancellation: %+v, %v; want one, cancelled", attempts, err)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 func newPeriodicCmd(g *globalOptions) *cobra.Command {
@@ -80,7 +80,7 @@ running, or none can reach the database.`,
 }
 
 // schedulesTable writes one row per schedule.
-func schedulesTable(w io.Writer, rows []*leasehold.PeriodicSchedule, now time.Time) error {
+func schedulesTable(w io.Writer, rows []*leasetype.PeriodicSchedule, now time.Time) error {
 	t := newTable(w, "NAME", "SPEC", "NEXT RUN", "LAST RUN", "LAST JOB")
 	for _, r := range rows {
 		next := fmtTime(&r.NextRunAt) + " (" + relative(r.NextRunAt, now)

@@ -82,7 +82,7 @@ func (e *clientEnv[TTx]) client(d driver.Driver[TTx], cfg leasehold.Config) *lea
 // job reads a job or fails the test.
 func (e *clientEnv[TTx]) job(id int64) *leasetype.JobRow {
 	e.t.Helper()
-	row, err := e.exec.JobGet(context.Background(), id)
+	row, err := e.exec.JobGet(context.Background(), &driver.JobGetParams{ID: id})
 	if err != nil {
 		e.t.Fatalf("JobGet(%d): %v", id, err)
 	}
@@ -92,7 +92,7 @@ func (e *clientEnv[TTx]) job(id int64) *leasetype.JobRow {
 // attempts reads a job's attempt history or fails the test.
 func (e *clientEnv[TTx]) attempts(id int64) []*leasetype.AttemptRow {
 	e.t.Helper()
-	rows, err := e.exec.JobAttempts(context.Background(), id)
+	rows, err := e.exec.JobAttempts(context.Background(), &driver.JobAttemptsParams{JobID: id})
 	if err != nil {
 		e.t.Fatalf("JobAttempts(%d): %v", id, err)
 	}

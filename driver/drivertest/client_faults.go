@@ -127,14 +127,14 @@ func (e *faultExecutor[TTx]) JobExpire(ctx context.Context, p *driver.JobExpireP
 	return e.Executor.JobExpire(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *faultExecutor[TTx]) JobGet(ctx context.Context, p *driver.JobGetParams) (*leasetype.JobRow, error) {
 	if err := e.d.fault(ctx, false); err != nil {
 		return nil, err
 	}
-	return e.Executor.JobGet(ctx, id)
+	return e.Executor.JobGet(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) JobInsertMany(ctx context.Context, p []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
+func (e *faultExecutor[TTx]) JobInsertMany(ctx context.Context, p *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
 	if err := e.d.fault(ctx, false); err != nil {
 		return nil, err
 	}

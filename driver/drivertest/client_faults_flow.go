@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // The fault seam covers the flow-control calls too, so that a client cut
@@ -34,7 +35,7 @@ func (e *faultExecutor[TTx]) LeaderResign(ctx context.Context, p *driver.LeaderP
 	return e.Executor.LeaderResign(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, error) {
+func (e *faultExecutor[TTx]) PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error) {
 	if err := e.d.fault(ctx, false); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -39,7 +40,7 @@ func testClientRetention[TTx any](t *testing.T, b Backend[TTx]) {
 	env.waitState(discarded.ID, leasetype.JobStateDiscarded, 10*time.Second)
 	for _, id := range completed {
 		waitFor(t, 10*time.Second, func() bool {
-			_, err := env.exec.JobGet(context.Background(), id)
+			_, err := env.exec.JobGet(context.Background(), &driver.JobGetParams{ID: id})
 			return err != nil
 		}, func() string { return "completed job not pruned" })
 		if got := env.outcomes(id); len(got) != 1 || got[0] != leasetype.OutcomeCompleted {

@@ -36,7 +36,7 @@ func collect(exec driver.Executor, ch <-chan *leasehold.Event) *eventLog {
 	l := &eventLog{stored: map[*leasehold.Event]*leasetype.JobRow{}}
 	go func() {
 		for e := range ch {
-			row, _ := exec.JobGet(context.Background(), e.Job.ID)
+			row, _ := exec.JobGet(context.Background(), &driver.JobGetParams{ID: e.Job.ID})
 			l.mu.Lock()
 			l.events = append(l.events, e)
 			l.stored[e] = row

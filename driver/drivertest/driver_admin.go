@@ -35,7 +35,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()
 		job := mustInsertOne(t, exec, jobParams("k", "q"))
-		_, err := exec.JobGet(t.Context(), job.ID+1000)
+		_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: job.ID + 1000})
 		assertNotFound(t, "JobGet of a missing ID", err)
 	})
 
@@ -51,7 +51,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		setState(t, exec, &driver.JobSetStateParams{ID: old.ID, FromStates: []leasetype.JobState{leasetype.JobStateAvailable}, State: leasetype.JobStateCancelled})
 		second := jobParams("k", "q")
 		second.UniqueKey = "order-7"
-		res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{second})
+		res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{second}})
 		if err != nil || res[0].UniqueSkipped {
 			t.Fatalf("insert with the released key: %+v, %v; want inserted", res, err)
 		}

@@ -91,7 +91,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 			assertUnchanged(t, exec, string(stored.State)+" job after JobCancelRunning", stored)
 		}
 
-		_, _, err := exec.JobCancelRunning(t.Context(), rows[len(rows)-1].ID+1000)
+		_, _, err := exec.JobCancelRunning(t.Context(), &driver.JobCancelRunningParams{ID: rows[len(rows)-1].ID + 1000})
 		assertNotFound(t, "JobCancelRunning of a missing ID", err)
 	})
 
@@ -306,7 +306,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 
 func mustCancelRunning(t *testing.T, exec driver.Executor, id int64) (*leasetype.JobRow, bool) {
 	t.Helper()
-	row, running, err := exec.JobCancelRunning(t.Context(), id)
+	row, running, err := exec.JobCancelRunning(t.Context(), &driver.JobCancelRunningParams{ID: id})
 	if err != nil {
 		t.Fatalf("JobCancelRunning(%d): %v", id, err)
 	}

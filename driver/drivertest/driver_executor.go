@@ -45,7 +45,7 @@ func exerciseExecutor[TTx any](t *testing.T, b Backend[TTx]) {
 		if err := tx.Rollback(t.Context()); err != nil {
 			t.Fatalf("Rollback: %v", err)
 		}
-		_, err := exec.JobGet(t.Context(), job.ID)
+		_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: job.ID})
 		assertNotFound(t, "JobGet of a rolled-back job", err)
 	})
 
@@ -57,10 +57,10 @@ func exerciseExecutor[TTx any](t *testing.T, b Backend[TTx]) {
 		if err := tx.Commit(t.Context()); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
-		if _, err := tx.JobGet(t.Context(), job.ID); !errors.Is(err, driver.ErrClosed) {
+		if _, err := tx.JobGet(t.Context(), &driver.JobGetParams{ID: job.ID}); !errors.Is(err, driver.ErrClosed) {
 			t.Errorf("JobGet on a committed transaction: got %v, want driver.ErrClosed", err)
 		}
-		if _, err := tx.JobInsertMany(t.Context(), []*driver.JobInsertParams{jobParams("k", "q")}); !errors.Is(err, driver.ErrClosed) {
+		if _, err := tx.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{jobParams("k", "q")}}); !errors.Is(err, driver.ErrClosed) {
 			t.Errorf("JobInsertMany on a committed transaction: got %v, want driver.ErrClosed", err)
 		}
 		if n := countJobs(t, exec, driver.JobListParams{}); n != 1 {
@@ -96,14 +96,14 @@ func exerciseExecutor[TTx any](t *testing.T, b Backend[TTx]) {
 		if err := inner.Rollback(t.Context()); err != nil {
 			t.Fatalf("inner Rollback: %v", err)
 		}
-		if _, err := outer.JobGet(t.Context(), dropped.ID); !errors.Is(err, driver.ErrNotFound) {
+		if _, err := outer.JobGet(t.Context(), &driver.JobGetParams{ID: dropped.ID}); !errors.Is(err, driver.ErrNotFound) {
 			t.Errorf("outer transaction sees the rolled-back savepoint's job: err = %v", err)
 		}
 		if err := outer.Commit(t.Context()); err != nil {
 			t.Fatalf("outer Commit: %v", err)
 		}
 		assertUnchanged(t, exec, "job of the outer transaction", kept)
-		_, err := exec.JobGet(t.Context(), dropped.ID)
+		_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: dropped.ID})
 		assertNotFound(t, "JobGet of the savepoint's job", err)
 	})
 

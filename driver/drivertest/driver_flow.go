@@ -271,7 +271,7 @@ func testLimitLockSerialises(t *testing.T, exec driver.Executor, existing bool) 
 			r.err = fmt.Errorf("JobCountRunning before the lock: %w", err)
 			return
 		}
-		if r.rows, err = tx2.LimitLock(t.Context(), keys); err != nil {
+		if r.rows, err = tx2.LimitLock(t.Context(), &driver.LimitLockParams{Keys: keys}); err != nil {
 			r.err = fmt.Errorf("LimitLock: %w", err)
 			return
 		}
@@ -315,7 +315,7 @@ func testLimitLockSerialises(t *testing.T, exec driver.Executor, existing bool) 
 
 func mustLimitLock(t *testing.T, exec driver.Executor, keys ...driver.LimitKey) []*driver.LimitRow {
 	t.Helper()
-	rows, err := exec.LimitLock(t.Context(), keys)
+	rows, err := exec.LimitLock(t.Context(), &driver.LimitLockParams{Keys: keys})
 	if err != nil {
 		t.Fatalf("LimitLock(%v): %v", keys, err)
 	}

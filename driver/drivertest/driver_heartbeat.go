@@ -155,7 +155,7 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		if ids := mustFinish(t, exec); len(ids) != 0 {
 			t.Errorf("empty finish wrote %v", ids)
 		}
-		if res, err := exec.JobInsertMany(t.Context(), nil); err != nil || len(res) != 0 {
+		if res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{}); err != nil || len(res) != 0 {
 			t.Errorf("empty JobInsertMany: %d results, err %v; want none and nil", len(res), err)
 		}
 	})

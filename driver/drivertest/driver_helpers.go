@@ -60,7 +60,7 @@ func mustNow(t *testing.T, exec driver.Executor) time.Time {
 
 func mustInsertMany(t *testing.T, exec driver.Executor, params ...*driver.JobInsertParams) []*driver.JobInsertResult {
 	t.Helper()
-	res, err := exec.JobInsertMany(t.Context(), params)
+	res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: params})
 	if err != nil {
 		t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -96,7 +96,7 @@ func mustInsertOne(t *testing.T, exec driver.Executor, p *driver.JobInsertParams
 
 func mustGet(t *testing.T, exec driver.Executor, id int64) *leasetype.JobRow {
 	t.Helper()
-	job, err := exec.JobGet(t.Context(), id)
+	job, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: id})
 	if err != nil {
 		t.Fatalf("JobGet(%d): %v", id, err)
 	}
@@ -157,7 +157,7 @@ func mustExpire(t *testing.T, exec driver.Executor, p *driver.JobExpireParams) [
 
 func mustAttempts(t *testing.T, exec driver.Executor, id int64) []*leasetype.AttemptRow {
 	t.Helper()
-	rows, err := exec.JobAttempts(t.Context(), id)
+	rows, err := exec.JobAttempts(t.Context(), &driver.JobAttemptsParams{JobID: id})
 	if err != nil {
 		t.Fatalf("JobAttempts(%d): %v", id, err)
 	}

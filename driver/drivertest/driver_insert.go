@@ -242,7 +242,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 				p.UniqueKey = "race"
 				p.EncodedArgs = fmt.Appendf(nil, `{"g": %d}`, i)
 				<-start
-				res, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{p})
+				res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}})
 				if err == nil && (len(res) != 1 || res[0].Job == nil) {
 					err = fmt.Errorf("got %d results", len(res))
 				}
@@ -278,6 +278,72 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	})
 
+	// Concurrent inserts of one key in batches with an unkeyed job: one
+	// batch takes the key, the others get its job back as skipped (their
+	// unkeyed jobs are inserted); once the holder is cancelled the key is
+	// free again for exactly one of the next round.
+	t.Run("UniqueKeyConcurrentRounds", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		const n = 16
+		for round := range 2 {
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				start   = make(chan struct{})
+				winners []int64
+				skipped = map[int64]int{}
+				errs    []error
+			)
+			for range n {
+				wg.Go(func() {
+					keyed := jobParams("charge", "pay")
+					keyed.UniqueKey = "rounds"
+					<-start
+					res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{
+						Jobs: []*driver.JobInsertParams{jobParams("other", "pay"), keyed},
+					})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						errs = append(errs, err)
+					case len(res) != 2 || res[0].UniqueSkipped:
+						errs = append(errs, fmt.Errorf("got %d results, first skipped %v", len(res), len(res) > 0 && res[0].UniqueSkipped))
+					case res[1].UniqueSkipped:
+						skipped[res[1].Job.ID]++
+					default:
+						winners = append(winners, res[1].Job.ID)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			for _, err := range errs {
+				t.Errorf("round %d: JobInsertMany: %v", round, err)
+			}
+			if len(winners) != 1 {
+				t.Fatalf("round %d: %d inserts took the key, want exactly 1", round, len(winners))
+			}
+			if len(skipped) != 1 || skipped[winners[0]] != n-1 {
+				t.Fatalf("round %d: skipped results %v, want %d pointing at job %d", round, skipped, n-1, winners[0])
+			}
+			if got := countJobs(t, exec, driver.JobListParams{UniqueKey: "rounds"}); got != round+1 {
+				t.Errorf("round %d: job rows with the key = %d, want %d", round, got, round+1)
+			}
+			if got := countJobs(t, exec, driver.JobListParams{Kind: "other"}); got != (round+1)*n {
+				t.Errorf("round %d: unkeyed jobs = %d, want %d", round, got, (round+1)*n)
+			}
+			// Cancel the holder so that the next round can take the key.
+			job, changed, err := exec.JobSetState(t.Context(), &driver.JobSetStateParams{
+				ID: winners[0], FromStates: []leasetype.JobState{leasetype.JobStateAvailable}, State: leasetype.JobStateCancelled,
+			})
+			if err != nil || !changed || job.State != leasetype.JobStateCancelled {
+				t.Fatalf("round %d: cancel the holder: %v, changed %v", round, err, changed)
+			}
+		}
+	})
+
 	t.Run("InTxRolledBack", func(t *testing.T) {
 		t.Parallel()
 		d := b.New(t)
@@ -290,7 +356,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("RollbackTx: %v", err)
 		}
 		exec := d.GetExecutor()
-		_, err := exec.JobGet(t.Context(), job.ID)
+		_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: job.ID})
 		assertNotFound(t, "JobGet after rollback", err)
 		if n := countJobs(t, exec, driver.JobListParams{}); n != 0 {
 			t.Errorf("jobs after rollback = %d, want 0", n)
@@ -326,7 +392,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 			params[i].Priority = 1 + i%4
 		}
 		before := mustNow(t, exec)
-		count, err := exec.JobInsertFast(t.Context(), params)
+		count, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params})
 		if err != nil {
 			t.Fatalf("JobInsertFast: %v", err)
 		}
@@ -360,7 +426,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		keyed := jobParams("bulk", "fast")
 		keyed.UniqueKey = "not-allowed"
-		if _, err := exec.JobInsertFast(t.Context(), []*driver.JobInsertParams{jobParams("bulk", "fast"), keyed}); err == nil {
+		if _, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{jobParams("bulk", "fast"), keyed}}); err == nil {
 			t.Errorf("JobInsertFast with a unique key: got no error")
 		}
 		if n := countJobs(t, exec, driver.JobListParams{UniqueKey: "not-allowed"}); n != 0 {

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
@@ -95,7 +96,7 @@ func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("MigrationApplied after DownTo(0) = %v, want none", got)
 		}
 		assertStatus(t, m, ms, false)
-		if _, err := exec.JobInsertMany(t.Context(), []*driver.JobInsertParams{jobParams("k", "q")}); err == nil {
+		if _, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{jobParams("k", "q")}}); err == nil {
 			t.Errorf("JobInsertMany with the schema removed: got no error")
 		}
 
@@ -117,6 +118,66 @@ func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 		assertSameIDs(t, "finished", mustFinish(t, exec, completeItem(job)), []int64{job.ID})
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateCompleted {
 			t.Errorf("state = %s, want completed", got.State)
+		}
+	})
+
+	// Two full rounds from an empty database: without the bookkeeping table
+	// MigrationApplied creates it and reports nothing; Up applies every
+	// migration and a second Up nothing; DownTo(0) removes the tables the
+	// migrations created.
+	t.Run("RoundTripFromEmpty", func(t *testing.T) {
+		t.Parallel()
+		d := b.New(t)
+		exec := d.GetExecutor()
+		all := versions(d.Migrations())
+		reversed := slices.Clone(all)
+		slices.Reverse(reversed)
+		m := migrate.New(d)
+		if down, err := m.DownTo(t.Context(), 0); err != nil || !slices.Equal(down, reversed) {
+			t.Fatalf("DownTo(0) = %v, %v; want %v", down, err, reversed)
+		}
+		if err := exec.Exec(t.Context(), "DROP TABLE leasehold_migration"); err != nil {
+			t.Fatalf("drop the bookkeeping table: %v", err)
+		}
+		if got := applied(t, exec); len(got) != 0 {
+			t.Fatalf("MigrationApplied without its table = %v, want none", got)
+		}
+		for round := range 2 {
+			if up, err := m.Up(t.Context()); err != nil || !slices.Equal(up, all) {
+				t.Fatalf("round %d: Up = %v, %v; want %v", round, up, err, all)
+			}
+			if up, err := m.Up(t.Context()); err != nil || len(up) != 0 {
+				t.Fatalf("round %d: second Up = %v, %v; want nothing", round, up, err)
+			}
+			job := mustInsertOne(t, exec, jobParams("k", "q"))
+			if _, err := exec.JobAttempts(t.Context(), &driver.JobAttemptsParams{JobID: job.ID}); err != nil {
+				t.Fatalf("round %d: JobAttempts after Up: %v", round, err)
+			}
+			if down, err := m.DownTo(t.Context(), 0); err != nil || !slices.Equal(down, reversed) {
+				t.Fatalf("round %d: DownTo(0) = %v, %v; want %v", round, down, err, reversed)
+			}
+			if got := applied(t, exec); len(got) != 0 {
+				t.Fatalf("round %d: MigrationApplied after DownTo(0) = %v, want none", round, got)
+			}
+			// Each read below needs a table a migration created.
+			if _, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: job.ID}); err == nil {
+				t.Errorf("round %d: JobGet after DownTo(0): no error", round)
+			}
+			if _, err := exec.JobAttempts(t.Context(), &driver.JobAttemptsParams{JobID: job.ID}); err == nil {
+				t.Errorf("round %d: JobAttempts after DownTo(0): no error", round)
+			}
+			if _, err := exec.QueueList(t.Context()); err == nil {
+				t.Errorf("round %d: QueueList after DownTo(0): no error", round)
+			}
+			if _, err := exec.PeriodicList(t.Context()); err == nil {
+				t.Errorf("round %d: PeriodicList after DownTo(0): no error", round)
+			}
+			if _, err := exec.LeaderAttempt(t.Context(), &driver.LeaderParams{Name: "l", Owner: "o", TTL: time.Minute}); err == nil {
+				t.Errorf("round %d: LeaderAttempt after DownTo(0): no error", round)
+			}
+		}
+		if up, err := m.Up(t.Context()); err != nil || !slices.Equal(up, all) {
+			t.Fatalf("final Up = %v, %v; want %v", up, err, all)
 		}
 	})
 

@@ -106,8 +106,10 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		queues, stop := listen(t, d)
 		defer stop()
 		tr := newRecordingTracker()
-		ctx := driver.WithSenderTracker(t.Context(), tr)
-		if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{jobParams("k", qOne)}); err != nil {
+		ctx := t.Context()
+		if _, err := d.GetExecutor().JobInsertMany(ctx, &driver.JobInsertManyParams{
+			Jobs: []*driver.JobInsertParams{jobParams("k", qOne)}, SenderTracker: tr,
+		}); err != nil {
 			t.Fatal(err)
 		}
 		n := expect(t, queues, qOne)
@@ -130,9 +132,9 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, keyed)
 
 		tr := newRecordingTracker()
-		ctx := driver.WithSenderTracker(t.Context(), tr)
+		ctx := t.Context()
 		for _, p := range []*driver.JobInsertParams{later, keyed} {
-			res, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{p})
+			res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}, SenderTracker: tr})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +142,7 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 				t.Fatal("second insert of a unique key was not skipped")
 			}
 		}
-		if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{later}); err != nil {
+		if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{later}, SenderTracker: tr}); err != nil {
 			t.Fatal(err)
 		}
 		tr.wantBalance(t, map[trackedNotice]int{})
@@ -156,9 +158,10 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		defer stop()
 		exec := d.GetExecutor()
 		tr := newRecordingTracker()
-		ctx := driver.WithSenderTracker(t.Context(), tr)
-		if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{
-			jobParams("k", qA), jobParams("k", qB), jobParams("k", qA),
+		ctx := t.Context()
+		if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{
+			Jobs:          []*driver.JobInsertParams{jobParams("k", qA), jobParams("k", qB), jobParams("k", qA)},
+			SenderTracker: tr,
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +170,7 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		if na.Sender == 0 || na.Sender != nb.Sender {
 			t.Fatalf("notices %+v and %+v of one transaction name different senders", na, nb)
 		}
-		if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{jobParams("k", qFast)}); err != nil {
+		if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{jobParams("k", qFast)}, SenderTracker: tr}); err != nil {
 			t.Fatal(err)
 		}
 		f := expect(t, queues, qFast)
@@ -184,8 +187,8 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		defer stop()
 		tx, txExec := userTx(t, b, d)
 		tr := newRecordingTracker()
-		ctx := driver.WithSenderTracker(t.Context(), tr)
-		if _, err := txExec.JobInsertMany(ctx, []*driver.JobInsertParams{jobParams("k", qTx)}); err != nil {
+		ctx := t.Context()
+		if _, err := txExec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{jobParams("k", qTx)}, SenderTracker: tr}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.CommitTx(t.Context(), tx); err != nil {

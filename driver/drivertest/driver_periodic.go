@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // exercisePeriodic specifies the stored schedules: PeriodicEnsure,
@@ -246,7 +247,7 @@ func exercisePeriodic[TTx any](t *testing.T, b Backend[TTx]) {
 	})
 }
 
-func mustPeriodicEnsure(t *testing.T, exec driver.Executor, name, spec string, next time.Time) *driver.PeriodicRow {
+func mustPeriodicEnsure(t *testing.T, exec driver.Executor, name, spec string, next time.Time) *leasetype.PeriodicSchedule {
 	t.Helper()
 	row, err := exec.PeriodicEnsure(t.Context(), &driver.PeriodicEnsureParams{Name: name, Spec: spec, NextRunAt: next})
 	if err != nil {
@@ -258,7 +259,7 @@ func mustPeriodicEnsure(t *testing.T, exec driver.Executor, name, spec string, n
 	return row
 }
 
-func mustPeriodicList(t *testing.T, exec driver.Executor) []*driver.PeriodicRow {
+func mustPeriodicList(t *testing.T, exec driver.Executor) []*leasetype.PeriodicSchedule {
 	t.Helper()
 	rows, err := exec.PeriodicList(t.Context())
 	if err != nil {
@@ -277,7 +278,7 @@ func mustPeriodicAdvance(t *testing.T, exec driver.Executor, p *driver.PeriodicA
 }
 
 // assertPeriodicUnchanged checks that the stored schedule is exactly want.
-func assertPeriodicUnchanged(t *testing.T, exec driver.Executor, want *driver.PeriodicRow) {
+func assertPeriodicUnchanged(t *testing.T, exec driver.Executor, want *leasetype.PeriodicSchedule) {
 	t.Helper()
 	for _, r := range mustPeriodicList(t, exec) {
 		if r.Name != want.Name {
@@ -299,7 +300,7 @@ func int64PtrEqual(a, b *int64) bool {
 	return *a == *b
 }
 
-func describePeriodic(r *driver.PeriodicRow) string {
+func describePeriodic(r *leasetype.PeriodicSchedule) string {
 	last, job := "nil", "nil"
 	if r.LastRunAt != nil {
 		last = r.LastRunAt.String()
@@ -310,7 +311,7 @@ func describePeriodic(r *driver.PeriodicRow) string {
 	return "{" + r.Name + " spec " + r.Spec + " next " + r.NextRunAt.String() + " last run " + last + " last job " + job + " updated " + r.UpdatedAt.String() + "}"
 }
 
-func describePeriodics(rows []*driver.PeriodicRow) string {
+func describePeriodics(rows []*leasetype.PeriodicSchedule) string {
 	s := "["
 	for i, r := range rows {
 		if i > 0 {

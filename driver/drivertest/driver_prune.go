@@ -64,7 +64,7 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("JobPrune of completed and cancelled deleted %d jobs, want 3", n)
 		}
 		for _, j := range []*leasetype.JobRow{completed[0], completed[1], cancelled} {
-			_, err := exec.JobGet(t.Context(), j.ID)
+			_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: j.ID})
 			assertNotFound(t, "JobGet of a pruned job", err)
 			// The attempt history has its own retention.
 			if a := mustAttempts(t, exec, j.ID); len(a) != 1 {
@@ -78,7 +78,7 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 		if n := mustJobPrune(t, exec, &driver.JobPruneParams{States: []leasetype.JobState{leasetype.JobStateDiscarded}, Limit: 100}); n != 1 {
 			t.Errorf("JobPrune of discarded deleted %d jobs, want 1", n)
 		}
-		_, err := exec.JobGet(t.Context(), discarded.ID)
+		_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: discarded.ID})
 		assertNotFound(t, "JobGet of the pruned discarded job", err)
 		if n := mustJobPrune(t, exec, &driver.JobPruneParams{States: finished, Limit: 100}); n != 0 {
 			t.Errorf("JobPrune with nothing left to prune deleted %d jobs, want 0", n)
@@ -165,7 +165,7 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 		after := mustNow(t, exec)
 
 		for _, j := range old {
-			_, err := exec.JobGet(t.Context(), j.ID)
+			_, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: j.ID})
 			assertNotFound(t, "JobGet of an old pruned job", err)
 			if a := mustAttempts(t, exec, j.ID); len(a) != 0 {
 				t.Errorf("old job %d: attempt rows = %d, want 0", j.ID, len(a))
@@ -230,7 +230,7 @@ func attemptCount(t *testing.T, exec driver.Executor, ids []int64) int {
 	t.Helper()
 	n := 0
 	for _, id := range ids {
-		rows, err := exec.JobAttempts(t.Context(), id)
+		rows, err := exec.JobAttempts(t.Context(), &driver.JobAttemptsParams{JobID: id})
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("JobAttempts(%d): %v", id, err)
 		}

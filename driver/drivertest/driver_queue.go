@@ -20,7 +20,7 @@ func exerciseQueue[TTx any](t *testing.T, b Backend[TTx]) {
 		for _, q := range []string{"payments", "payments", "emails"} {
 			params = append(params, &driver.JobInsertParams{Kind: "k", Queue: q, Priority: 1, EncodedArgs: []byte(`{}`), Metadata: []byte(`{}`), MaxAttempts: 3})
 		}
-		if _, err := exec.JobInsertMany(ctx, params); err != nil {
+		if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: params}); err != nil {
 			t.Fatal(err)
 		}
 		claim := func(queue string) int {

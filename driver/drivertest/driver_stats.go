@@ -27,7 +27,7 @@ func exerciseStats[TTx any](t *testing.T, b Backend[TTx]) {
 			params = append(params, &driver.JobInsertParams{Kind: "k", Queue: q, Priority: 1, EncodedArgs: []byte(`{}`), Metadata: []byte(`{}`), MaxAttempts: 3})
 		}
 		params = append(params, &driver.JobInsertParams{Kind: "k", Queue: "gamma", Priority: 1, EncodedArgs: []byte(`{}`), Metadata: []byte(`{}`), MaxAttempts: 3, ScheduledAt: &future})
-		if _, err := exec.JobInsertMany(ctx, params); err != nil {
+		if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: params}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond) // so the oldest job has a measurable age
@@ -81,7 +81,7 @@ func exerciseStats[TTx any](t *testing.T, b Backend[TTx]) {
 	})
 }
 
-func dumpBacklog(b []*driver.QueueBacklog) string {
+func dumpBacklog(b []*leasetype.QueueBacklog) string {
 	s := "["
 	for _, q := range b {
 		s += q.Queue + ":" + itoa(q.Available) + " "

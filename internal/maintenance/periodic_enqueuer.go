@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // PeriodicExecutor is what the PeriodicEnqueuer needs of a driver executor.
 type PeriodicExecutor interface {
 	Now(ctx context.Context) (time.Time, error)
 	Begin(ctx context.Context) (driver.ExecutorTx, error)
-	PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*driver.PeriodicRow, error)
-	PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, error)
+	PeriodicEnsure(ctx context.Context, params *driver.PeriodicEnsureParams) (*leasetype.PeriodicSchedule, error)
+	PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error)
 }
 
 // Schedule computes the slots of a periodic job (leasehold.Schedule).
@@ -147,7 +148,7 @@ func (s *PeriodicEnqueuer) enqueueDue(ctx context.Context, token int64) (time.Ti
 	if err != nil {
 		return time.Time{}, err
 	}
-	byName := make(map[string]*driver.PeriodicRow, len(rows))
+	byName := make(map[string]*leasetype.PeriodicSchedule, len(rows))
 	for _, r := range rows {
 		byName[r.Name] = r
 	}
@@ -180,7 +181,7 @@ const maxCatchUpSlots = 1_000_000
 
 // fire enqueues the job of a due schedule and advances it, in one
 // transaction, and returns the schedule's next slot.
-func (s *PeriodicEnqueuer) fire(ctx context.Context, j *PeriodicJob, row *driver.PeriodicRow, dbNow time.Time, token int64) (time.Time, error) {
+func (s *PeriodicEnqueuer) fire(ctx context.Context, j *PeriodicJob, row *leasetype.PeriodicSchedule, dbNow time.Time, token int64) (time.Time, error) {
 	// The latest slot that is due; the earlier ones were missed.
 	slot, missed := row.NextRunAt, 0
 	for missed < maxCatchUpSlots {

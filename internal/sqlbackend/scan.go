@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -45,9 +44,9 @@ func ScanAll[T any](rows *sql.Rows, scan func(RowScanner) (T, error)) ([]T, erro
 }
 
 // ScanQueueStateCount reads a (queue, state, count) row.
-func ScanQueueStateCount(s RowScanner) (*driver.QueueStateCount, error) {
+func ScanQueueStateCount(s RowScanner) (*leasetype.QueueStateCount, error) {
 	var (
-		c     driver.QueueStateCount
+		c     leasetype.QueueStateCount
 		state string
 	)
 	if err := s.Scan(&c.Queue, &state, &c.Count); err != nil {

@@ -111,14 +111,14 @@ func (e *faultExecutor[TTx]) Now(ctx context.Context) (time.Time, error) {
 	return e.Executor.Now(ctx)
 }
 
-func (e *faultExecutor[TTx]) JobInsertMany(ctx context.Context, p []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
+func (e *faultExecutor[TTx]) JobInsertMany(ctx context.Context, p *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
 	return e.Executor.JobInsertMany(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) JobInsertFast(ctx context.Context, p []*driver.JobInsertParams) (int, error) {
+func (e *faultExecutor[TTx]) JobInsertFast(ctx context.Context, p *driver.JobInsertFastParams) (int, error) {
 	if err := e.check(); err != nil {
 		return 0, err
 	}
@@ -170,11 +170,11 @@ func (e *faultExecutor[TTx]) JobExpire(ctx context.Context, p *driver.JobExpireP
 	return e.Executor.JobExpire(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, error) {
+func (e *faultExecutor[TTx]) JobGet(ctx context.Context, p *driver.JobGetParams) (*leasetype.JobRow, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	return e.Executor.JobGet(ctx, id)
+	return e.Executor.JobGet(ctx, p)
 }
 
 func (e *faultExecutor[TTx]) JobList(ctx context.Context, p *driver.JobListParams) ([]*leasetype.JobRow, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // A crashed worker client reaches the database through none of its calls:
@@ -24,14 +25,14 @@ func (e *faultExecutor[TTx]) LeaderResign(ctx context.Context, p *driver.LeaderP
 	return e.Executor.LeaderResign(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) PeriodicEnsure(ctx context.Context, p *driver.PeriodicEnsureParams) (*driver.PeriodicRow, error) {
+func (e *faultExecutor[TTx]) PeriodicEnsure(ctx context.Context, p *driver.PeriodicEnsureParams) (*leasetype.PeriodicSchedule, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
 	return e.Executor.PeriodicEnsure(ctx, p)
 }
 
-func (e *faultExecutor[TTx]) PeriodicList(ctx context.Context) ([]*driver.PeriodicRow, error) {
+func (e *faultExecutor[TTx]) PeriodicList(ctx context.Context) ([]*leasetype.PeriodicSchedule, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}

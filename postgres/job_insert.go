@@ -15,6 +15,86 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
+// uniqueKeyHeld is the predicate of the unique-key index (migration 3): a key
+// is held by every unfinished job, and by a finished one whose
+// unique_finished bitmask names its state (1 completed, 2 discarded, 4
+// cancelled). The insert's ON CONFLICT target repeats it word for word, so
+// that the planner infers the index, and the lookup of the existing holder
+// uses it too, so that a skipped row always finds the job that skipped it.
+const uniqueKeyHeld = `unique_key IS NOT NULL
+      AND (state IN ('available', 'scheduled', 'running', 'retryable', 'stuck')
+           OR (state = 'completed' AND unique_finished & 1 <> 0)
+           OR (state = 'discarded' AND unique_finished & 2 <> 0)
+           OR (state = 'cancelled' AND unique_finished & 4 <> 0))`
+
+// jobInsertManySQL inserts a batch from parallel arrays in one statement.
+// IDs are drawn from the sequence up front, in input order, so that the rows
+// returned can be matched to their input position (ord). Rows whose key is
+// taken are skipped by the unique index, which makes concurrent inserts safe.
+//
+// Rows go in in unique-key order: an insert waits for a concurrent
+// uncommitted holder of its key, and two batches that take the same keys in
+// opposite orders would otherwise deadlock. Within a key, input order holds,
+// so the first of two rows with the same key is the one inserted.
+const jobInsertManySQL = jobInsertCTEsSQL + `
+SELECT input.ord, inserted.*
+FROM inserted JOIN input ON input.new_id = inserted.id`
+
+// jobInsertNotifySQL is jobInsertManySQL that also wakes the listeners of
+// the queues it inserted available jobs into, so that a single insert
+// outside a transaction is one statement and one round trip. pg_notify is
+// volatile, so the notified CTE is evaluated once, and only when rows were
+// inserted; the notifications go out when the statement commits.
+const jobInsertNotifySQL = jobInsertCTEsSQL + `,
+notified AS (
+	SELECT count(pg_notify('` + insertChannel + `', q.queue)) AS notifications
+	FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'available') AS q
+)
+SELECT input.ord, inserted.*
+FROM inserted JOIN input ON input.new_id = inserted.id, notified`
+
+const jobInsertCTEsSQL = `
+WITH input AS MATERIALIZED (
+	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
+	FROM unnest($1::text[], $2::text[], $3::int[], $4::jsonb[], $5::jsonb[],
+	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[], $10::smallint[])
+		WITH ORDINALITY AS i(in_kind, in_queue, in_priority, in_args, in_metadata,
+		                     in_unique_key, in_max_attempts, in_lease_ttl_ms, in_scheduled_at,
+		                     in_unique_finished, ord)
+	ORDER BY ord
+),
+inserted AS (
+	INSERT INTO leasehold_job (id, kind, queue, state, priority, args, metadata,
+	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at, unique_finished)
+	SELECT new_id, in_kind, in_queue,
+		CASE WHEN in_scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
+		in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
+		in_lease_ttl_ms, coalesce(in_scheduled_at, now()), in_unique_finished
+	FROM input
+	ORDER BY in_unique_key, ord
+	ON CONFLICT (unique_key) WHERE ` + uniqueKeyHeld + `
+	DO NOTHING
+	RETURNING ` + jobColumns + `
+)`
+
+// jobGetHoldersByKeysSQL returns the jobs holding the given unique keys.
+const jobGetHoldersByKeysSQL = `
+SELECT ` + jobColumns + `
+FROM leasehold_job
+WHERE unique_key = ANY($1::text[]) AND ` + uniqueKeyHeld
+
+// notifyInsertsSQL wakes the listeners of each queue in $1. Postgres delivers
+// the notifications when the transaction commits.
+const notifyInsertsSQL = `
+SELECT pg_notify('leasehold_insert', q) FROM unnest($1::text[]) AS q`
+
+// jobCopyColumns are the columns JobInsertFast copies; the rest take their
+// defaults.
+var jobCopyColumns = []string{
+	"kind", "queue", "state", "priority", "args", "metadata",
+	"max_attempts", "lease_ttl_ms", "scheduled_at", "unique_finished",
+}
+
 // maxInsertRounds bounds JobInsertMany's retries. A round is retried only
 // when a job holding a skipped row's unique key finished between the insert
 // and the lookup, so more than a couple of rounds means something is wrong.
@@ -23,22 +103,23 @@ const maxInsertRounds = 16
 // errFastUniqueKey is returned by JobInsertFast for a job with a unique key.
 var errFastUniqueKey = errors.New("leasehold/postgres: JobInsertFast does not take jobs with unique keys")
 
-func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsertParams) ([]*driver.JobInsertResult, error) {
-	results := make([]*driver.JobInsertResult, len(params))
-	if len(params) == 0 {
+func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	jobs := params.Jobs
+	results := make([]*driver.JobInsertResult, len(jobs))
+	if len(jobs) == 0 {
 		return results, nil
 	}
-	if _, inTx := e.db.(pgx.Tx); len(params) == 1 && !inTx {
+	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx {
 		var results []*driver.JobInsertResult
-		err := e.withSender(ctx, func(e *executor, s *sender) (err error) {
-			results, err = e.insertAlone(ctx, params[0], s)
+		err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) (err error) {
+			results, err = e.insertAlone(ctx, jobs[0], s)
 			return err
 		})
 		return results, err
 	}
-	err := e.withSender(ctx, func(e *executor, s *sender) error {
+	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
 		return e.inTx(ctx, func(tx *executor) error {
-			return tx.insertManyTx(ctx, params, results, s)
+			return tx.insertManyTx(ctx, jobs, results, s)
 		})
 	})
 	if err != nil {
@@ -50,7 +131,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params []*driver.JobInsert
 // insertManyTx is JobInsertMany inside a transaction: rounds of inserts
 // until every job is inserted or resolved to the holder of its unique key,
 // then one notification per queue that got an available job.
-func (tx *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender) error {
+func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender) error {
 	pending := make([]int, len(params))
 	for i := range pending {
 		pending[i] = i
@@ -60,7 +141,7 @@ func (tx *executor) insertManyTx(ctx context.Context, params []*driver.JobInsert
 		if round == maxInsertRounds {
 			return fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
 		}
-		inserted, err := tx.insertRound(ctx, sqlJobInsertMany, params, pending)
+		inserted, err := e.insertRound(ctx, jobInsertManySQL, params, pending)
 		if err != nil {
 			return err
 		}
@@ -76,16 +157,16 @@ func (tx *executor) insertManyTx(ctx context.Context, params []*driver.JobInsert
 				queues = append(queues, job.Queue)
 			}
 		}
-		if pending, err = tx.resolveSkipped(ctx, params, skipped, results); err != nil {
+		if pending, err = e.resolveSkipped(ctx, params, skipped, results); err != nil {
 			return err
 		}
 	}
 	s.sending(queues...)
-	return tx.notify(ctx, queues)
+	return e.notify(ctx, queues)
 }
 
 // insertAlone inserts one job outside a transaction. Each statement stands
-// alone: the insert (with its notification, sqlJobInsertNotify) is one
+// alone: the insert (with its notification, jobInsertNotifySQL) is one
 // round trip, and when the job's unique key is held, the holder is read
 // instead; a holder that finished in between lets the insert try again.
 func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s *sender) ([]*driver.JobInsertResult, error) {
@@ -93,7 +174,7 @@ func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s
 	results := make([]*driver.JobInsertResult, 1)
 	for range maxInsertRounds {
 		s.sending(p.Queue)
-		inserted, err := e.insertRound(ctx, sqlJobInsertNotify, params, []int{0})
+		inserted, err := e.insertRound(ctx, jobInsertNotifySQL, params, []int{0})
 		job, ok := inserted[0]
 		if err != nil || !ok || job.State != leasetype.JobStateAvailable {
 			s.unsent()
@@ -117,7 +198,7 @@ func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s
 }
 
 // insertRound inserts params[i] for each i in which with query
-// (sqlJobInsertMany or sqlJobInsertNotify), and returns the rows inserted by
+// (jobInsertManySQL or jobInsertNotifySQL), and returns the rows inserted by
 // input position. Rows skipped for their unique key are absent.
 func (e *executor) insertRound(ctx context.Context, query string, params []*driver.JobInsertParams, which []int) (map[int]*leasetype.JobRow, error) {
 	n := len(which)
@@ -139,19 +220,19 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 		queues[k] = p.Queue
 		priorities[k] = int32(priorityOrDefault(p.Priority))
 		args[k] = p.EncodedArgs
-		metadata[k] = metadataOrEmpty(p.Metadata)
+		metadata[k] = driver.MetadataOrEmpty(p.Metadata)
 		uniqueKeys[k] = pgtype.Text{String: p.UniqueKey, Valid: p.UniqueKey != ""}
 		maxAttempts[k] = int32(p.MaxAttempts)
 		ttls[k] = leaseTTLParam(p.LeaseTTL)
 		if p.ScheduledAt != nil {
 			scheduled[k] = pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true}
 		}
-		uniqueFin[k] = uniqueFinishedMask(p.UniqueFinished)
+		uniqueFin[k] = int16(driver.UniqueFinishedMask(p.UniqueFinished))
 	}
 	rows, err := e.db.Query(ctx, query,
 		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", translate(err))
+		return nil, fmt.Errorf("insert jobs: %w", translateError(err))
 	}
 	defer rows.Close()
 	inserted := make(map[int]*leasetype.JobRow, n)
@@ -165,7 +246,7 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 		inserted[which[ord-1]] = job
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", translate(err))
+		return nil, fmt.Errorf("insert jobs: %w", translateError(err))
 	}
 	return inserted, nil
 }
@@ -184,13 +265,13 @@ func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInser
 		}
 		keys = append(keys, params[i].UniqueKey)
 	}
-	rows, err := e.db.Query(ctx, sqlJobGetHoldersByKeys, keys)
+	rows, err := e.db.Query(ctx, jobGetHoldersByKeysSQL, keys)
 	if err != nil {
-		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
+		return nil, fmt.Errorf("read jobs by unique key: %w", translateError(err))
 	}
 	existing, err := scanJobs(rows, len(keys))
 	if err != nil {
-		return nil, fmt.Errorf("read jobs by unique key: %w", translate(err))
+		return nil, fmt.Errorf("read jobs by unique key: %w", translateError(err))
 	}
 	byKey := make(map[string]*leasetype.JobRow, len(existing))
 	for _, j := range existing {
@@ -207,20 +288,21 @@ func (e *executor) resolveSkipped(ctx context.Context, params []*driver.JobInser
 	return retry, nil
 }
 
-func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsertParams) (int, error) {
-	for _, p := range params {
+func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFastParams) (int, error) {
+	jobs := params.Jobs
+	for _, p := range jobs {
 		if p.UniqueKey != "" {
 			return 0, fmt.Errorf("insert jobs fast: %w", errFastUniqueKey)
 		}
 	}
-	if len(params) == 0 {
+	if len(jobs) == 0 {
 		return 0, nil
 	}
 	var n int64
-	err := e.withSender(ctx, func(e *executor, s *sender) error {
+	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
 		return e.inTx(ctx, func(tx *executor) error {
 			var err error
-			n, err = tx.insertFastTx(ctx, params, s)
+			n, err = tx.insertFastTx(ctx, jobs, s)
 			return err
 		})
 	})
@@ -232,13 +314,13 @@ func (e *executor) JobInsertFast(ctx context.Context, params []*driver.JobInsert
 
 // insertFastTx is JobInsertFast inside a transaction: one COPY, then one
 // notification per queue that got an available job.
-func (tx *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertParams, s *sender) (int64, error) {
+func (e *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertParams, s *sender) (int64, error) {
 	// COPY cannot fall back to a column default row by row, so the
 	// default schedule (now) and the state it implies are decided here,
 	// on the database clock read in the same transaction.
 	var now time.Time
-	if err := tx.db.QueryRow(ctx, sqlNow).Scan(&now); err != nil {
-		return 0, fmt.Errorf("read database clock: %w", translate(err))
+	if err := e.db.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
+		return 0, fmt.Errorf("read database clock: %w", translateError(err))
 	}
 	var queues []string
 	rows := make([][]any, len(params))
@@ -255,16 +337,16 @@ func (tx *executor) insertFastTx(ctx context.Context, params []*driver.JobInsert
 		}
 		rows[i] = []any{
 			p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
-			p.EncodedArgs, metadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
-			leaseTTLParam(p.LeaseTTL), at, uniqueFinishedMask(p.UniqueFinished),
+			p.EncodedArgs, driver.MetadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
+			leaseTTLParam(p.LeaseTTL), at, int16(driver.UniqueFinishedMask(p.UniqueFinished)),
 		}
 	}
-	n, err := tx.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
+	n, err := e.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
 	if err != nil {
-		return 0, fmt.Errorf("copy jobs: %w", translate(err))
+		return 0, fmt.Errorf("copy jobs: %w", translateError(err))
 	}
 	s.sending(queues...)
-	return n, tx.notify(ctx, queues)
+	return n, e.notify(ctx, queues)
 }
 
 // notify wakes the listeners of queues when the transaction commits.
@@ -272,8 +354,8 @@ func (e *executor) notify(ctx context.Context, queues []string) error {
 	if len(queues) == 0 {
 		return nil
 	}
-	if _, err := e.db.Exec(ctx, sqlNotifyInserts, queues); err != nil {
-		return fmt.Errorf("notify inserts: %w", translate(err))
+	if _, err := e.db.Exec(ctx, notifyInsertsSQL, queues); err != nil {
+		return fmt.Errorf("notify inserts: %w", translateError(err))
 	}
 	return nil
 }
@@ -286,35 +368,9 @@ func priorityOrDefault(p int) int {
 	return p
 }
 
-// metadataOrEmpty maps empty metadata to the empty JSON object.
-func metadataOrEmpty(m []byte) []byte {
-	if len(m) == 0 {
-		return []byte("{}")
-	}
-	return m
-}
-
 // leaseTTLParam is the lease_ttl_ms value for a per-job TTL: NULL for zero.
 func leaseTTLParam(ttl time.Duration) pgtype.Int8 {
 	return pgtype.Int8{Int64: ttl.Milliseconds(), Valid: ttl > 0}
-}
-
-// uniqueFinishedMask encodes the finished states in which a job keeps its
-// unique key as the unique_finished bitmask. Other states are ignored: the
-// client validates the list, and unfinished states hold the key anyway.
-func uniqueFinishedMask(states []leasetype.JobState) int16 {
-	var mask int16
-	for _, s := range states {
-		switch s {
-		case leasetype.JobStateCompleted:
-			mask |= 1
-		case leasetype.JobStateDiscarded:
-			mask |= 2
-		case leasetype.JobStateCancelled:
-			mask |= 4
-		}
-	}
-	return mask
 }
 
 // sender is the session an auto-commit insert runs on, and the tracker it
@@ -348,21 +404,20 @@ func (s *sender) unsent() {
 	s.queues = s.queues[:0]
 }
 
-// withSender runs fn on a connection held for it alone when ctx carries a
-// driver.SenderTracker and e runs on the pool: the connection's backend
+// withSender runs fn on a connection held for it alone when tracker is not
+// nil and e runs on the pool: the connection's backend
 // process ID is the sender of the notices of what fn inserts, and the
 // connection goes back to the pool only after fn's notices that may not have
 // gone out are withdrawn (every Sending when fn fails). Otherwise fn runs on
 // e with a nil sender.
-func (e *executor) withSender(ctx context.Context, fn func(*executor, *sender) error) error {
+func (e *executor) withSender(ctx context.Context, tracker driver.SenderTracker, fn func(*executor, *sender) error) error {
 	pool, ok := e.db.(*pgxpool.Pool)
-	tracker := driver.SenderTrackerFrom(ctx)
 	if !ok || tracker == nil {
 		return fn(e, nil)
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("insert jobs: acquire connection: %w", translate(err))
+		return fmt.Errorf("insert jobs: acquire connection: %w", translateError(err))
 	}
 	defer conn.Release()
 	s := &sender{tracker: tracker, pid: int64(conn.Conn().PgConn().PID())}

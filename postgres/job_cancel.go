@@ -9,32 +9,33 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// sqlJobCancelRunning asks for the cancellation of running job $1. A request
+// jobCancelRunningSQL asks for the cancellation of running job $1. A request
 // already made keeps its time. The lease holder finds it through
-// sqlJobCancelRequested; JobFinish and JobExpire then end the job cancelled.
-const sqlJobCancelRunning = `
+// jobCancelRequestedSQL; JobFinish and JobExpire then end the job cancelled.
+const jobCancelRunningSQL = `
 UPDATE leasehold_job SET cancel_requested_at = coalesce(cancel_requested_at, now())
 WHERE id = $1 AND state = 'running'
 RETURNING ` + jobColumns
 
-// sqlJobCancelRequested lists the leases of owner $1 whose cancellation was
+// jobCancelRequestedSQL lists the leases of owner $1 whose cancellation was
 // asked for, through the small partial index on exactly that predicate.
-const sqlJobCancelRequested = `
+const jobCancelRequestedSQL = `
 SELECT id, lease_token FROM leasehold_job
 WHERE state = 'running' AND cancel_requested_at IS NOT NULL AND lease_owner = $1
 ORDER BY id`
 
-func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.JobRow, bool, error) {
-	job, err := scanJob(e.db.QueryRow(ctx, sqlJobCancelRunning, id))
+func (e *executor) JobCancelRunning(ctx context.Context, params *driver.JobCancelRunningParams) (*leasetype.JobRow, bool, error) {
+	id := params.ID
+	job, err := scanJob(e.db.QueryRow(ctx, jobCancelRunningSQL, id))
 	if err == nil {
 		return job, true, nil
 	}
-	if err = translate(err); !errors.Is(err, driver.ErrNotFound) {
+	if err = translateError(err); !errors.Is(err, driver.ErrNotFound) {
 		return nil, false, fmt.Errorf("cancel running job %d: %w", id, err)
 	}
 	// No row changed: the job does not exist or is not running. A fresh
 	// read (a new snapshot) shows which, and the row as it is now.
-	job, err = e.JobGet(ctx, id)
+	job, err = e.JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return nil, false, err
 	}
@@ -42,9 +43,9 @@ func (e *executor) JobCancelRunning(ctx context.Context, id int64) (*leasetype.J
 }
 
 func (e *executor) JobCancelRequested(ctx context.Context, params *driver.JobCancelRequestedParams) ([]driver.LeaseRef, error) {
-	rows, err := e.db.Query(ctx, sqlJobCancelRequested, params.Owner)
+	rows, err := e.db.Query(ctx, jobCancelRequestedSQL, params.Owner)
 	if err != nil {
-		return nil, fmt.Errorf("list cancel requests of %s: %w", params.Owner, translate(err))
+		return nil, fmt.Errorf("list cancel requests of %s: %w", params.Owner, translateError(err))
 	}
 	defer rows.Close()
 	out := []driver.LeaseRef{}
@@ -56,7 +57,7 @@ func (e *executor) JobCancelRequested(ctx context.Context, params *driver.JobCan
 		out = append(out, ref)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list cancel requests of %s: %w", params.Owner, translate(err))
+		return nil, fmt.Errorf("list cancel requests of %s: %w", params.Owner, translateError(err))
 	}
 	return out, nil
 }

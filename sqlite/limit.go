@@ -10,6 +10,42 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
+// jobCountRunningQueueSQL counts the running jobs of queue ?1 whose lease
+// has not expired, on the (state, queue) index.
+const jobCountRunningQueueSQL = `SELECT count(*) FROM leasehold_job
+WHERE state = 'running' AND queue = ?1 AND lease_until > ` + nowExpr
+
+// jobCountRunningKindsSQL counts, for each kind of the JSON array ?1, the
+// running jobs of that kind in every queue whose lease has not expired: one
+// row per kind asked, zero included, each counted on the partial
+// running-by-kind index.
+const jobCountRunningKindsSQL = `SELECT k.value, (
+	SELECT count(*) FROM leasehold_job
+	WHERE state = 'running' AND kind = k.value AND lease_until > ` + nowExpr + `)
+FROM json_each(?1) AS k`
+
+// limitInsertMissingSQL creates the limit rows of ?1, a JSON array of
+// {"scope", "name"}, that do not exist. The WHERE true lets the parser
+// tell the upsert clause from a join constraint.
+const limitInsertMissingSQL = `INSERT INTO leasehold_limit (scope, name, updated_at)
+SELECT k.value ->> '$.scope', k.value ->> '$.name', ` + nowExpr + `
+FROM json_each(?1) AS k
+WHERE true
+ON CONFLICT (scope, name) DO NOTHING`
+
+// limitReadSQL reads the limit rows of ?1, a JSON array of {"scope",
+// "name"}, in the array's order (a key given twice is read twice).
+const limitReadSQL = `SELECT l.window_start, l.window_count
+FROM json_each(?1) AS k
+JOIN leasehold_limit AS l ON l.scope = k.value ->> '$.scope' AND l.name = k.value ->> '$.name'
+ORDER BY k.key`
+
+// limitSetWindowSQL records the rate window of limit row (?1, ?2): window
+// start ?3, count ?4.
+const limitSetWindowSQL = `UPDATE leasehold_limit
+SET window_start = ?3, window_count = ?4, updated_at = ` + nowExpr + `
+WHERE scope = ?1 AND name = ?2`
+
 // errLimitLockPool is returned by LimitLock on the pool: the lock would end
 // with the statement, before the caller could count and claim under it.
 var errLimitLockPool = errors.New("leasehold/sqlite: LimitLock must run in a transaction (an executor from Begin)")
@@ -22,7 +58,7 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 		return nil, err
 	}
 	out := &driver.RunningCount{Kinds: make(map[string]int64, len(params.Kinds))}
-	if err := q.QueryRowContext(ctx, queryJobCountRunningQueue, params.Queue).Scan(&out.Queue); err != nil {
+	if err := q.QueryRowContext(ctx, jobCountRunningQueueSQL, params.Queue).Scan(&out.Queue); err != nil {
 		return nil, fmt.Errorf("count running jobs of queue %s: %w", params.Queue, err)
 	}
 	if len(params.Kinds) == 0 {
@@ -32,7 +68,7 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 	if err != nil {
 		return nil, fmt.Errorf("count running jobs: encode kinds: %w", err)
 	}
-	rows, err := q.QueryContext(ctx, queryJobCountRunningKinds, kinds)
+	rows, err := q.QueryContext(ctx, jobCountRunningKindsSQL, kinds)
 	if err != nil {
 		return nil, fmt.Errorf("count running jobs by kind: %w", err)
 	}
@@ -65,7 +101,8 @@ type limitKey struct {
 // can change the rows, or the running jobs, until it ends: there is nothing
 // more to lock. It refuses to run on the pool, where that transaction would
 // end with the call.
-func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*driver.LimitRow, error) {
+func (e *executor) LimitLock(ctx context.Context, params *driver.LimitLockParams) ([]*driver.LimitRow, error) {
+	keys := params.Keys
 	if e.onPool {
 		return nil, fmt.Errorf("lock limits: %w", errLimitLockPool)
 	}
@@ -83,10 +120,10 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 	var out []*driver.LimitRow
 	err = e.write(ctx, func(q querier) error {
 		out = make([]*driver.LimitRow, 0, len(keys))
-		if _, err := q.ExecContext(ctx, queryLimitInsertMissing, string(keysJSON)); err != nil {
+		if _, err := q.ExecContext(ctx, limitInsertMissingSQL, string(keysJSON)); err != nil {
 			return fmt.Errorf("create limit rows: %w", err)
 		}
-		rows, err := q.QueryContext(ctx, queryLimitRead, string(keysJSON))
+		rows, err := q.QueryContext(ctx, limitReadSQL, string(keysJSON))
 		if err != nil {
 			return err
 		}
@@ -111,7 +148,7 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 		// The clock is read once the rows are held, as the contract asks;
 		// on SQLite they were held from the transaction's start.
 		var now int64
-		if err := q.QueryRowContext(ctx, queryNow).Scan(&now); err != nil {
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
 		for i, row := range out {
@@ -130,7 +167,7 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 // created; driver.ErrNotFound when it does not exist, as on Postgres.
 func (e *executor) LimitSetWindow(ctx context.Context, params *driver.LimitSetWindowParams) error {
 	err := e.write(ctx, func(q querier) error {
-		res, err := q.ExecContext(ctx, queryLimitSetWindow, params.Key.Scope, params.Key.Name,
+		res, err := q.ExecContext(ctx, limitSetWindowSQL, params.Key.Scope, params.Key.Name,
 			params.WindowStart.UnixMicro(), params.WindowCount)
 		if err != nil {
 			return err

@@ -1,6 +1,17 @@
 package postgres
 
-// sqlJobClaim leases up to $2 jobs of queue $1. The picked CTE is
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// jobClaimSQL leases up to $2 jobs of queue $1. The picked CTE is
 // materialized so that LIMIT and SKIP LOCKED apply once, before the update;
 // concurrent claimers skip each other's rows instead of waiting on them.
 //
@@ -26,7 +37,7 @@ package postgres
 // the head. The index's head holds the entries of the jobs already claimed
 // until vacuum removes them, and a drain that always starts there walks
 // more of them with every claim.
-const sqlJobClaim = `
+const jobClaimSQL = `
 WITH picked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid
 	FROM leasehold_job
@@ -59,7 +70,7 @@ FROM picked
 WHERE leasehold_job.ctid = picked.picked_ctid
 RETURNING ` + jobColumns
 
-// sqlJobHeartbeat renews the leases given as parallel arrays of id, token
+// jobHeartbeatSQL renews the leases given as parallel arrays of id, token
 // and TTL in milliseconds. It writes only unindexed columns, so Postgres can
 // apply it as a HOT update. The clock is read once (a materialized CTE) so
 // that heartbeat_at and lease_until agree.
@@ -70,7 +81,7 @@ RETURNING ` + jobColumns
 // and a plan that scans the whole index (a hash of the running rows, which
 // the planner picks when its statistics show few running jobs) would walk
 // them on every statement (TestOutcomePlansBoundTheRunningScan).
-const sqlJobHeartbeat = `
+const jobHeartbeatSQL = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS hb_now)
 UPDATE leasehold_job SET
 	lease_until = clock.hb_now + t.hb_ttl_ms * interval '1 millisecond',
@@ -85,7 +96,7 @@ WHERE id = t.hb_id
 		AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
 RETURNING id`
 
-// sqlJobFinish ends the leases given as parallel arrays and appends their
+// jobFinishSQL ends the leases given as parallel arrays and appends their
 // attempt rows in the same statement. It reads clock_timestamp(), not now():
 // it may run late in a long user transaction (CompleteTx), where now() is the
 // transaction's start and would accept a lease that has since expired.
@@ -95,7 +106,7 @@ RETURNING id`
 // scheduled) becomes cancelled, with attempt outcome cancelled. The test
 // reads the row the update locked, so a cancellation that commits first is
 // always seen (READ COMMITTED re-evaluates the row after the lock wait).
-const sqlJobFinish = `
+const jobFinishSQL = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
 input AS (
 	SELECT *
@@ -144,11 +155,11 @@ recorded AS (
 )
 SELECT id FROM finished`
 
-// sqlJobComplete is sqlJobFinish for the success path: completions only,
+// jobCompleteSQL is jobFinishSQL for the success path: completions only,
 // given as parallel arrays of id and token, no error text. It writes what
-// sqlJobFinish writes for them (a cancellation request does not change a
+// jobFinishSQL writes for them (a cancellation request does not change a
 // completion) and leaves Postgres four text arrays fewer to decode.
-const sqlJobComplete = `
+const jobCompleteSQL = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
 finished AS (
 	UPDATE leasehold_job SET
@@ -173,13 +184,13 @@ recorded AS (
 )
 SELECT id FROM finished`
 
-// sqlJobExpire reclaims up to $1 running jobs whose lease expired. Locking
+// jobExpireSQL reclaims up to $1 running jobs whose lease expired. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
 // without reclaiming a job twice. A job goes to stuck when its policy says so
 // or when it reaches $2 expiries ($2 > 0); stuck counts as finalized. A job
 // whose cancellation was asked for is cancelled instead: it must not run
 // again. Its attempt row still says lease_expired, which is what happened.
-const sqlJobExpire = `
+const jobExpireSQL = `
 WITH picked AS MATERIALIZED (
 	SELECT id AS picked_id,
 		expiry_policy = 'stuck' OR ($2::int > 0 AND expiries + 1 >= $2::int) AS to_stuck
@@ -215,3 +226,127 @@ recorded AS (
 	FROM expired
 )
 SELECT ` + jobColumns + ` FROM expired ORDER BY id`
+
+func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
+	if params.Max < 1 {
+		return nil, nil
+	}
+	kinds := make([]string, 0, len(params.KindLeaseTTL))
+	ttls := make([]int64, 0, len(params.KindLeaseTTL))
+	for kind, ttl := range params.KindLeaseTTL {
+		kinds = append(kinds, kind)
+		ttls = append(ttls, ttl.Milliseconds())
+	}
+	// The head of the claim order: before every priority, time and ID.
+	afterPriority, afterTime, afterID := int16(0), pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, int64(0)
+	if a := params.After; a != nil {
+		afterPriority, afterTime, afterID = int16(a.Priority), pgtype.Timestamptz{Time: a.ScheduledAt, Valid: true}, a.ID
+	}
+	// pgx sends a nil slice as NULL, and the claim's filters are written
+	// for arrays: NULL would match nothing.
+	rows, err := e.db.Query(ctx, jobClaimSQL, params.Queue, params.Max, params.Owner,
+		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), nonNil(params.StuckKinds),
+		nonNil(params.Kinds), nonNil(params.ExcludeKinds), afterPriority, afterTime, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
+	}
+	jobs, err := scanJobs(rows, params.Max)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
+	}
+	// UPDATE ... RETURNING has no order of its own.
+	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
+		return driver.PositionOf(a).Compare(driver.PositionOf(b))
+	})
+	return jobs, nil
+}
+
+func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]int64, error) {
+	if len(params.Leases) == 0 {
+		return []int64{}, nil
+	}
+	ids := make([]int64, len(params.Leases))
+	tokens := make([]int64, len(params.Leases))
+	ttls := make([]int64, len(params.Leases))
+	for i, l := range params.Leases {
+		ids[i], tokens[i], ttls[i] = l.ID, l.Token, l.TTL.Milliseconds()
+	}
+	return e.queryIDs(ctx, "renew leases", jobHeartbeatSQL, ids, tokens, ttls)
+}
+
+// finishStates are the states a lease may end in.
+var finishStates = []leasetype.JobState{
+	leasetype.JobStateCompleted, leasetype.JobStateRetryable, leasetype.JobStateDiscarded,
+	leasetype.JobStateCancelled, leasetype.JobStateAvailable, leasetype.JobStateScheduled,
+}
+
+func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
+	n := len(params.Items)
+	if n == 0 {
+		return []int64{}, nil
+	}
+	if allCompletions(params.Items) {
+		ids, tokens := make([]int64, n), make([]int64, n)
+		for i, it := range params.Items {
+			ids[i], tokens[i] = it.ID, it.Token
+		}
+		return e.queryIDs(ctx, "finish leases", jobCompleteSQL, ids, tokens)
+	}
+	var (
+		ids        = make([]int64, n)
+		tokens     = make([]int64, n)
+		states     = make([]string, n)
+		outcomes   = make([]string, n)
+		scheduled  = make([]pgtype.Timestamptz, n)
+		errs       = make([]string, n)
+		countError = make([]bool, n)
+	)
+	for i, it := range params.Items {
+		if !slices.Contains(finishStates, it.State) {
+			return nil, fmt.Errorf("finish leases: job %d: cannot end a lease in state %q", it.ID, it.State)
+		}
+		ids[i], tokens[i] = it.ID, it.Token
+		states[i], outcomes[i] = string(it.State), string(it.Outcome)
+		if it.ScheduledAt != nil {
+			scheduled[i] = pgtype.Timestamptz{Time: *it.ScheduledAt, Valid: true}
+		}
+		errs[i], countError[i] = it.Error, it.CountError
+	}
+	return e.queryIDs(ctx, "finish leases", jobFinishSQL, ids, tokens, states, outcomes, scheduled, errs, countError)
+}
+
+func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {
+	if params.Limit < 1 {
+		return nil, nil
+	}
+	rows, err := e.db.Query(ctx, jobExpireSQL, params.Limit, params.MaxExpiries)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", translateError(err))
+	}
+	jobs, err := scanJobs(rows, params.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", translateError(err))
+	}
+	return jobs, nil
+}
+
+// allCompletions reports whether every item is a plain completion, which
+// jobCompleteSQL writes.
+func allCompletions(items []*driver.JobFinish) bool {
+	for _, it := range items {
+		if it.State != leasetype.JobStateCompleted || it.Outcome != leasetype.OutcomeCompleted ||
+			it.Error != "" || it.CountError || it.ScheduledAt != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// nonNil returns s, or an empty slice for nil: pgx encodes a nil slice as
+// NULL, an empty one as an empty array.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

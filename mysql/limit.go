@@ -10,6 +10,52 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
+// jobCountRunningQueueSQL counts the running jobs with an unexpired lease of
+// queue ?1 (the row marked 0); jobCountRunningKindsSQLFormat adds those of each kind
+// asked for, in every queue (rows marked 1). It reads the running
+// indexes (running_queue, running_kind) and checks lease_until on the rows,
+// since a heartbeat must touch no index. One statement, so both counts come
+// from one consistent read; in READ COMMITTED that read is fresh, and sees
+// every claim committed before it.
+const jobCountRunningQueueSQL = `SELECT 0, NULL, COUNT(*) FROM leasehold_job
+WHERE running_queue = ? AND lease_until > ` + nowExpr
+
+// jobCountRunningKindsSQLFormat is the per-kind part of the count, appended
+// with UNION ALL when kinds are asked for; the %s is their placeholders.
+const jobCountRunningKindsSQLFormat = `
+UNION ALL
+SELECT 1, running_kind, COUNT(*) FROM leasehold_job
+WHERE running_kind IN (%s) AND lease_until > ` + nowExpr + `
+GROUP BY running_kind`
+
+// limitLockSQLFormat creates the limit rows that are missing and locks every row
+// named, then reads them and the database clock: two statements sent in one
+// round trip (multiStatements), since the lock is held from the first to the
+// commit. The first %s is the rows to insert, "(scope, name, 0, now)" each,
+// the second the (scope, name) pairs; the keys are literals (sqlText), as a
+// statement with placeholders cannot hold two statements without
+// interpolateParams.
+//
+// The INSERT locks the rows one after the other in the order of its rows.
+// Its no-op update makes InnoDB take an exclusive lock on a row that exists;
+// INSERT IGNORE would take a shared one, and two claimers upgrading their
+// shared locks for the read deadlock. The SELECT starts once the INSERT has
+// the locks, so its clock is read after them; its FOR UPDATE changes nothing
+// then (the locks are held) but says what the read relies on.
+const limitLockSQLFormat = `INSERT INTO leasehold_limit (scope, name, window_count, updated_at)
+VALUES %s
+ON DUPLICATE KEY UPDATE window_count = window_count;
+SELECT scope, name, window_start, window_count, ` + nowExpr + `
+FROM leasehold_limit
+WHERE (scope, name) IN (%s)
+FOR UPDATE`
+
+// limitSetWindowSQL records a limit row's rate window: start, count,
+// scope, name.
+const limitSetWindowSQL = `UPDATE leasehold_limit
+SET window_start = CAST(? AS DATETIME(6)), window_count = ?, updated_at = ` + nowExpr + `
+WHERE scope = ? AND name = ?`
+
 // errLimitLockTx is returned by LimitLock outside a transaction the driver
 // started on its pool.
 var errLimitLockTx = errors.New("leasehold/mysql: LimitLock needs a transaction from Begin on the driver's executor " +
@@ -22,9 +68,9 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 	if err != nil {
 		return nil, err
 	}
-	query, args := jobCountRunningQueue, []any{params.Queue}
+	query, args := jobCountRunningQueueSQL, []any{params.Queue}
 	if len(params.Kinds) > 0 {
-		query += fmt.Sprintf(jobCountRunningKinds, placeholders(len(params.Kinds)))
+		query += fmt.Sprintf(jobCountRunningKindsSQLFormat, placeholders(len(params.Kinds)))
 		for _, k := range params.Kinds {
 			args = append(args, k)
 		}
@@ -35,7 +81,7 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("count running jobs: %w", translate(err))
+		return nil, fmt.Errorf("count running jobs: %w", translateError(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -54,7 +100,7 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count running jobs: %w", translate(err))
+		return nil, fmt.Errorf("count running jobs: %w", translateError(err))
 	}
 	return out, nil
 }
@@ -67,7 +113,8 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 // holder of the lock claimed. In a user's transaction the isolation level is
 // the user's, and under REPEATABLE READ the count would read the snapshot
 // taken before the lock was granted; LimitLock refuses it.
-func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*driver.LimitRow, error) {
+func (e *executor) LimitLock(ctx context.Context, params *driver.LimitLockParams) ([]*driver.LimitRow, error) {
+	keys := params.Keys
 	if err := e.open(); err != nil {
 		return nil, err
 	}
@@ -81,13 +128,13 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 	pairs := make([]string, len(keys))
 	for i, k := range keys {
 		pair := sqlText(k.Scope) + ", " + sqlText(k.Name)
-		inserts[i], pairs[i] = "("+pair+", 0, "+sqlNow+")", "("+pair+")"
+		inserts[i], pairs[i] = "("+pair+", 0, "+nowExpr+")", "("+pair+")"
 	}
 	// The INSERT has no result set; the driver moves on to the SELECT's.
-	query := fmt.Sprintf(limitLock, strings.Join(inserts, ", "), strings.Join(pairs, ", "))
+	query := fmt.Sprintf(limitLockSQLFormat, strings.Join(inserts, ", "), strings.Join(pairs, ", "))
 	rows, err := e.q.QueryContext(ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("lock limits: %w", translate(err))
+		return nil, fmt.Errorf("lock limits: %w", translateError(err))
 	}
 	defer rows.Close()
 	byKey := make(map[driver.LimitKey]*driver.LimitRow, len(keys))
@@ -103,7 +150,7 @@ func (e *executor) LimitLock(ctx context.Context, keys []driver.LimitKey) ([]*dr
 		byKey[r.Key] = &r
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock limits: %w", translate(err))
+		return nil, fmt.Errorf("lock limits: %w", translateError(err))
 	}
 	out := make([]*driver.LimitRow, len(keys))
 	for i, k := range keys {
@@ -123,10 +170,10 @@ func (e *executor) LimitSetWindow(ctx context.Context, params *driver.LimitSetWi
 	if err != nil {
 		return err
 	}
-	_, err = q.ExecContext(ctx, queryLimitSetWindow, timeArg(&params.WindowStart), params.WindowCount,
+	_, err = q.ExecContext(ctx, limitSetWindowSQL, timeArg(&params.WindowStart), params.WindowCount,
 		params.Key.Scope, params.Key.Name)
 	if err != nil {
-		return fmt.Errorf("record rate window of %s %q: %w", params.Key.Scope, params.Key.Name, translate(err))
+		return fmt.Errorf("record rate window of %s %q: %w", params.Key.Scope, params.Key.Name, translateError(err))
 	}
 	return nil
 }

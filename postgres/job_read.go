@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// jobGetSQL reads one job.
+const jobGetSQL = `SELECT ` + jobColumns + ` FROM leasehold_job WHERE id = $1`
+
+// jobListSelectSQL starts a job listing; JobList appends the conditions its
+// filter asks for (jobListBy*) joined with AND, then jobListOrderSQL.
+const jobListSelectSQL = `SELECT ` + jobColumns + ` FROM leasehold_job`
+
+// The job listing's conditions, each taking one argument whose number
+// JobList substitutes for %d.
+const (
+	jobListByStates    = `state = ANY($%d::text[])`
+	jobListByQueue     = `queue = $%d`
+	jobListByKind      = `kind = $%d`
+	jobListByUniqueKey = `unique_key = $%d`
+	jobListBeforeID    = `id < $%d`
+)
+
+// jobListOrderSQL ends a job listing: newest first, at most the argument.
+const jobListOrderSQL = ` ORDER BY id DESC LIMIT $%d`
+
+// jobAttemptsSQL reads a job's attempt history. Tokens grow with every
+// lease, so they order the history.
+const jobAttemptsSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt WHERE job_id = $1 ORDER BY token`
+
+// defaultListLimit is JobList's limit when the filter sets none.
+const defaultListLimit = 100
+
+func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error) {
+	id := params.ID
+	job, err := scanJob(e.db.QueryRow(ctx, jobGetSQL, id))
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, translateError(err))
+	}
+	return job, nil
+}
+
+func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([]*leasetype.JobRow, error) {
+	// Only the filters in use go into the statement, so that each shape gets
+	// a plan that can use the matching index.
+	var (
+		conds []string
+		args  []any
+	)
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if len(params.States) > 0 {
+		states := make([]string, len(params.States))
+		for i, s := range params.States {
+			states[i] = string(s)
+		}
+		add(jobListByStates, states)
+	}
+	if params.Queue != "" {
+		add(jobListByQueue, params.Queue)
+	}
+	if params.Kind != "" {
+		add(jobListByKind, params.Kind)
+	}
+	if params.UniqueKey != "" {
+		add(jobListByUniqueKey, params.UniqueKey)
+	}
+	if params.BeforeID > 0 {
+		add(jobListBeforeID, params.BeforeID)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	var sql strings.Builder
+	sql.WriteString(jobListSelectSQL)
+	if len(conds) > 0 {
+		sql.WriteString(" WHERE ")
+		sql.WriteString(strings.Join(conds, " AND "))
+	}
+	args = append(args, limit)
+	fmt.Fprintf(&sql, jobListOrderSQL, len(args))
+
+	rows, err := e.db.Query(ctx, sql.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", translateError(err))
+	}
+	jobs, err := scanJobs(rows, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", translateError(err))
+	}
+	return jobs, nil
+}
+
+func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	jobID := params.JobID
+	rows, err := e.db.Query(ctx, jobAttemptsSQL, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
+	}
+	defer rows.Close()
+	var out []*leasetype.AttemptRow
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan attempt of job %d: %w", jobID, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
+	}
+	return out, nil
+}
