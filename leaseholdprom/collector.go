@@ -201,6 +201,8 @@ func New(opts *Options) *Collector {
 			func(s leasehold.Stats) int64 { return s.Expired }),
 		counter("leasehold_heartbeat_statements_total", "Batched lease renewal statements this client sent.",
 			func(s leasehold.Stats) int64 { return s.HeartbeatStatements }),
+		counter("leasehold_notifications_silent_total", "Times this client found insert notifications not arriving while it listened (it polls meanwhile).",
+			func(s leasehold.Stats) int64 { return s.NotificationsSilent }),
 		counter("leasehold_events_dropped_total", "Subscription events this client dropped because a subscriber's channel was full.",
 			func(s leasehold.Stats) int64 { return s.EventsDropped }),
 		{

@@ -55,6 +55,7 @@ Counters of the bound client, from Client.Stats:
 	leasehold_fenced_writes_rejected_total
 	leasehold_leases_expired_total           expired leases reclaimed by the expirer
 	leasehold_heartbeat_statements_total
+	leasehold_notifications_silent_total     times LISTEN was found silent (a pooler?)
 	leasehold_events_dropped_total           Subscribe events dropped on a full channel
 	leasehold_handler_seconds_total
 
