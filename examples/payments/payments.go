@@ -62,6 +62,10 @@ const (
 // ErrPaymentNotFound is returned when no payment has the given ID.
 var ErrPaymentNotFound = errors.New("payments: payment not found")
 
+// ErrInvalidPayment is wrapped by Create for a payment that can never be
+// created as given (amount, currency or ID); retrying it is pointless.
+var ErrInvalidPayment = errors.New("payments: invalid payment")
+
 // Payment is a row of the payments table.
 type Payment struct {
 	// ID is the payment's identifier, also its charge job's unique key.

@@ -76,8 +76,10 @@ type run[TTx any] struct {
 	nextID  int
 	crashes atomic.Int64
 	pauses  atomic.Int64
-	stopped bool
-	created []atomic.Bool // per payment: its creation committed
+	// createRetries counts payment creations retried after an error.
+	createRetries atomic.Int64
+	stopped       bool
+	created       []atomic.Bool // per payment: its creation committed
 }
 
 // node is one worker client and its fault switches.
@@ -188,7 +190,7 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 				if i >= len(ids) || ctx.Err() != nil {
 					return
 				}
-				if _, err := r.store.Create(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR"}); err != nil {
+				if err := r.createOne(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR"}); err != nil {
 					errs <- err
 					return
 				}
@@ -202,6 +204,38 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 		return fmt.Errorf("demo: create payments: %w", err)
 	}
 	return ctx.Err()
+}
+
+// createOne creates one payment, retrying what may be transient (the
+// database restarting, failing over or unreachable for a moment) with
+// backoff until ctx ends, as an application's request handler would. A
+// retry is safe: the payment's ID is the primary key and its charge job's
+// unique key, so a creation whose commit was in fact applied is found by
+// reading the payment back, never created twice.
+func (r *run[TTx]) createOne(ctx context.Context, c *leasehold.Client[TTx], p payments.NewPayment) error {
+	wait := 20 * time.Millisecond
+	for {
+		_, err := r.store.Create(ctx, c, p)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, payments.ErrInvalidPayment) || ctx.Err() != nil {
+			return err
+		}
+		if got, gerr := r.store.Get(ctx, p.ID); gerr == nil && got != nil {
+			return nil // the commit was applied though it reported an error
+		}
+		r.createRetries.Add(1)
+		if r.cfg.Logger != nil {
+			r.cfg.Logger.Warn("demo: create payment failed; retrying", "payment", p.ID, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // waitSettled reports progress until every payment is settled, creation
