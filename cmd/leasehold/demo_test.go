@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // runCLI runs the leasehold command in process and returns its stdout.
@@ -85,5 +87,45 @@ func TestVersion(t *testing.T) {
 	out, err := runCLI(t, "version")
 	if err != nil || !strings.HasPrefix(out, "leasehold ") {
 		t.Fatalf("version = %q, %v", out, err)
+	}
+}
+
+// TestDemoNeverTouchesAppData: LEASEHOLD_DATABASE_URL names the
+// application's database, which the demo ignores; a database given with
+// --database-url that holds other jobs or a payments table of another
+// shape is refused with one line, and nothing in it changes.
+func TestDemoNeverTouchesAppData(t *testing.T) {
+	app := migrated(t, newSQLiteBackend(t))
+	job := app.enqueue(t, "--kind", "app.email")
+	t.Setenv(databaseURLEnv, app.url)
+
+	out, err := runCLI(t, "demo", "--payments", "10", "--workers", "1", "--no-faults", "--timeout", "60s")
+	if err != nil {
+		t.Fatalf("demo with %s set: %v\n%s", databaseURLEnv, err, out)
+	}
+	if !strings.Contains(out, databaseURLEnv+" is ignored") {
+		t.Errorf("demo did not say it ignored %s:\n%s", databaseURLEnv, out)
+	}
+	untouched := func() {
+		t.Helper()
+		if row := app.job(t, job.ID); row.State != leasetype.JobStateAvailable || row.Attempt != 0 {
+			t.Fatalf("the application's job is %s after %d attempts, want untouched", row.State, row.Attempt)
+		}
+	}
+	untouched()
+
+	_, err = runCLI(t, "demo", "--database-url", app.url, "--payments", "10", "--workers", "1", "--no-faults")
+	if err == nil || !strings.Contains(err.Error(), "holds 1 jobs that are not the demo's (queues default)") {
+		t.Fatalf("demo on a database with other jobs: %v, want a refusal", err)
+	}
+	untouched()
+
+	other := migrated(t, newSQLiteBackend(t))
+	if err := other.exec().Exec(t.Context(), `CREATE TABLE payments (id TEXT PRIMARY KEY, amount INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "demo", "--database-url", other.url, "--payments", "10", "--workers", "1", "--no-faults")
+	if err == nil || !strings.Contains(err.Error(), "a payments table of another shape exists") {
+		t.Fatalf("demo on a database with another payments table: %v, want a refusal", err)
 	}
 }

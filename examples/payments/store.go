@@ -94,6 +94,11 @@ func (s *Store[TTx]) Setup(ctx context.Context) error {
 			return fmt.Errorf("payments: create schema: %w", err)
 		}
 	}
+	// A payments table that existed already must have every column the
+	// store reads.
+	if _, err := s.b.pool().exec(ctx, `SELECT `+paymentColumns+` FROM payments WHERE 1 = 0`); err != nil {
+		return fmt.Errorf("payments: the payments table lacks the store's columns: %w", err)
+	}
 	return nil
 }
 
