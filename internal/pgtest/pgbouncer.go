@@ -187,6 +187,11 @@ func bouncerVersion(t testing.TB, bin string) string {
 	return string(m[1])
 }
 
+// BouncerTracksPrepared reports whether PgBouncer version tracks
+// protocol-level prepared statements in transaction mode when
+// max_prepared_statements is set (1.21 and newer).
+func BouncerTracksPrepared(version string) bool { return versionAtLeast(version, 1, 21) }
+
 // versionAtLeast reports whether version (major.minor.patch) is at least major.minor.
 func versionAtLeast(version string, major, minor int) bool {
 	parts := strings.SplitN(version, ".", 3)
