@@ -48,6 +48,19 @@ func bouncerDriver(t testing.TB, b *pgtest.Bouncer, mode string, opts Options) *
 	return migrated(t, d)
 }
 
+// bouncerBackend is the conformance suite's Backend through a PgBouncer of
+// each test's own in pgx's exec mode mode: the job tables in a schema named
+// by Options.Schema, the suite's business tables (created as a user's
+// would be) in another, found by the server connections' search_path
+// (pgtest.BouncerOptions.SearchPath), and LISTEN on a direct connection.
+func bouncerBackend(mode string) drivertest.Backend[pgx.Tx] {
+	return backendOf(func(t *testing.T) *Driver {
+		business := pgtest.Schema(t, "lh_pgbapp_")
+		b := pgtest.PgBouncer(t, &pgtest.BouncerOptions{SearchPath: business})
+		return bouncerDriver(t, b, mode, Options{ListenURL: pgtest.URL()})
+	})
+}
+
 // pgBouncerClientTests are the client guarantees that depend on the
 // database's behaviour rather than the client's alone: they run through
 // PgBouncer. OwnInsertClaimsOnce is left out by design: behind a pooler the
@@ -67,11 +80,7 @@ var pgBouncerClientTests = []string{
 // schema option and LISTEN on a direct connection.
 func TestPgBouncerClient(t *testing.T) {
 	t.Parallel()
-	b := pgtest.PgBouncer(t, &pgtest.BouncerOptions{PoolSize: 40})
-	t.Logf("PgBouncer %s", b.Version)
-	drivertest.ExerciseClient(t, backendOf(func(t *testing.T) *Driver {
-		return bouncerDriver(t, b, "exec", Options{ListenURL: pgtest.URL()})
-	}), pgBouncerClientTests...)
+	drivertest.ExerciseClient(t, bouncerBackend("exec"), pgBouncerClientTests...)
 }
 
 // TestPgBouncerExecModes: the exec modes that prepare no named statement
@@ -80,13 +89,11 @@ func TestPgBouncerClient(t *testing.T) {
 // notify.
 func TestPgBouncerExecModes(t *testing.T) {
 	t.Parallel()
-	b := pgtest.PgBouncer(t, &pgtest.BouncerOptions{PoolSize: 40})
 	for _, mode := range []string{"simple_protocol", "cache_describe"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			drivertest.ExerciseClient(t, backendOf(func(t *testing.T) *Driver {
-				return bouncerDriver(t, b, mode, Options{ListenURL: pgtest.URL()})
-			}), "Drain", "CompleteTx", "InsertTx", "UniqueInsert", "QueuePause", "Wakeups")
+			drivertest.ExerciseClient(t, bouncerBackend(mode),
+				"Drain", "CompleteTx", "InsertTx", "UniqueInsert", "QueuePause", "Wakeups")
 		})
 	}
 }
