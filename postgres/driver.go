@@ -4,6 +4,45 @@
 // other; every lease-bearing write is one conditional statement checked
 // against the database clock; inserts wake listeners through LISTEN/NOTIFY
 // (see Driver.ListenInserts).
+//
+// # PgBouncer
+//
+// The driver works behind PgBouncer in transaction mode (pool_mode =
+// transaction); the tests run the client conformance tests and the payments
+// demo through PgBouncer 1.18 (TestPgBouncer*). What it needs:
+//
+//   - PgBouncer before 1.21 keeps no prepared statements across
+//     transactions, and pgx's default exec mode (cache_statement) prepares
+//     them: add default_query_exec_mode=exec to the pool's URL (or set
+//     ConnConfig.DefaultQueryExecMode). simple_protocol and cache_describe
+//     also work; cache_statement and describe_exec do not. PgBouncer 1.21
+//     and newer track prepared statements when pgbouncer.ini sets
+//     max_prepared_statements (e.g. 200), and the default mode then works
+//     (not tested here, where 1.18 is what the distribution ships). Every
+//     mode works on a direct connection.
+//   - A schema: PgBouncer refuses the search_path and options startup
+//     parameters, and a SET would last only for the server connection it
+//     lent. Use NewWithOptions with Options.Schema, which names the schema
+//     in every statement the driver runs, migrations included.
+//   - LISTEN needs a session of its own, which a transaction-mode pooler does
+//     not give: notifications are lost silently. Set Options.ListenURL to a
+//     direct connection to the same database, or Options.DisableListen to
+//     poll only. A client that listens through the pooler anyway warns once
+//     that insert notifications are not arriving, counts it in
+//     leasehold.Stats.NotificationsSilent, and keeps finding jobs by polling
+//     (Config.PollInterval).
+//   - Behind a pooler the session's process ID is the pooler's, so a client
+//     cannot recognise the notifications of its own inserts; the driver
+//     detects this once (the session's ID is not pg_backend_pid()), logs it
+//     at Info, and each insert then costs its client one extra, empty claim.
+//
+// For example:
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://app@pgbouncer:6432/app?default_query_exec_mode=exec")
+//	d, err := postgres.NewWithOptions(pool, &postgres.Options{
+//		Schema:    "jobs",
+//		ListenURL: "postgres://app@db:5432/app",
+//	})
 package postgres
 
 import (
