@@ -255,7 +255,7 @@ func testClientWakeups[TTx any](t *testing.T, b Backend[TTx]) {
 	local := insert(t, worker, blockArgs{Name: "local"}, nil)
 	env.waitState(local.ID, leasetype.JobStateCompleted, 5*time.Second)
 
-	if _, ok := env.d.(driver.Notifier); !ok {
+	if _, ok := driver.NotifierOf(env.d); !ok {
 		return
 	}
 	other := env.client(nil, leasehold.Config{})
