@@ -346,6 +346,11 @@ func (h *handler) stuck(r *http.Request, p *pageData) error {
 	return h.stateFilter(r, p, leasetype.JobStateStuck)
 }
 
+func (h *handler) discarded(r *http.Request, p *pageData) error {
+	p.template, p.Title, p.Nav = "discarded", "Discarded", "discarded"
+	return h.stateFilter(r, p, leasetype.JobStateDiscarded)
+}
+
 type jobData struct {
 	Job      *leasetype.JobRow
 	Attempts []*leasetype.AttemptRow

@@ -28,6 +28,7 @@ type pageData struct {
 	Base     string
 	CSRF     string
 	ReadOnly bool
+	SignedIn bool  // by the login page's session cookie: offer to sign out
 	Refresh  int64 // live refresh interval in ms; 0 is off
 	Now      time.Time
 	Flash    string
@@ -74,6 +75,7 @@ func (h *handler) newPage(w http.ResponseWriter, r *http.Request) *pageData {
 	p := &pageData{
 		Base: h.base(r), CSRF: h.csrfToken(w, r), ReadOnly: h.opts.ReadOnly, Now: h.clock(r.Context()).UTC(),
 	}
+	_, p.SignedIn = h.opts.authenticate(r, h.now())
 	if h.opts.RefreshInterval > 0 {
 		p.Refresh = h.opts.RefreshInterval.Milliseconds()
 	}
@@ -161,7 +163,7 @@ func (h *handler) parseTemplates() error {
 		"pathEscape": url.PathEscape,
 	}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "schedules", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "discarded", "schedules", "login", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("dashboard: parse template %s: %w", name, err)

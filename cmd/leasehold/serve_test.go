@@ -103,7 +103,7 @@ func TestServe(t *testing.T) {
 // environment.
 func TestServeAuth(t *testing.T) {
 	b := migrated(t, newSQLiteBackend(t))
-	t.Setenv(dashboardTokenEnv, "s3cret")
+	t.Setenv(dashboardTokenEnv, "s3cret-serve-token-0001")
 	t.Setenv(dashboardBasicAuthEnv, "")
 	base := startServe(t, b, "--read-only")
 	for _, path := range []string{"/", "/metrics"} {
@@ -113,7 +113,7 @@ func TestServeAuth(t *testing.T) {
 		if code, _ := get(t, base+path, "Bearer wrong"); code != http.StatusUnauthorized {
 			t.Fatalf("%s with a wrong token = %d, want 401", path, code)
 		}
-		if code, body := get(t, base+path, "Bearer s3cret"); code != http.StatusOK {
+		if code, body := get(t, base+path, "Bearer s3cret-serve-token-0001"); code != http.StatusOK {
 			t.Fatalf("%s with the token = %d %s, want 200", path, code, body)
 		}
 	}
