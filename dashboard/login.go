@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // A browser signs in once with the bearer token on the login page and then
@@ -177,7 +178,7 @@ func localNext(raw, base string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
 		!strings.HasPrefix(u.Path, base+"/") || strings.HasPrefix(u.Path, "//") ||
-		strings.HasPrefix(u.Path, base+loginPath) {
+		strings.HasPrefix(u.Path, base+loginPath) || strings.ContainsFunc(u.Path, unicode.IsControl) {
 		return ""
 	}
 	if u.RawQuery != "" {

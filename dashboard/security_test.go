@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/dashboard"
 	"github.com/leasehold/leasehold/leasetype"
@@ -400,10 +401,19 @@ func TestNewOptions(t *testing.T) {
 	for _, opts := range []*dashboard.Options{
 		{BasePath: "ops"}, {BasePath: "//evil"}, {BasePath: `/a"b`},
 		{BasicAuth: &dashboard.BasicAuth{Username: "ops"}}, {RefreshInterval: 10},
+		{BearerToken: "s3cret"}, {BearerToken: strings.Repeat("x", dashboard.MinTokenLen-1)},
+		{BearerToken: " padded-token-of-enough-length"}, {SessionTTL: time.Second}, {SessionTTL: -time.Hour},
 	} {
 		if _, err := dashboard.New(e.client, opts); err == nil {
 			t.Errorf("New(%+v) accepted bad options", opts)
 		}
+	}
+	_, err := dashboard.New(e.client, &dashboard.Options{BearerToken: "s3cret"})
+	if err == nil || !strings.Contains(err.Error(), "6 bytes; use at least 16") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("New with a short token: %v; want the length and the minimum, not the token", err)
+	}
+	if _, err := dashboard.New(e.client, &dashboard.Options{BearerToken: strings.Repeat("x", dashboard.MinTokenLen)}); err != nil {
+		t.Errorf("New with a %d-byte token: %v", dashboard.MinTokenLen, err)
 	}
 	if _, err := dashboard.New(nil, nil); err == nil {
 		t.Error("New(nil) accepted no source")
