@@ -48,8 +48,8 @@ type overviewData struct {
 	Total     int64
 	Claimable int64
 	OldestAge time.Duration
-	Chart  *barChart
-	Stats  leasehold.Stats
+	Chart     *barChart
+	Stats     leasehold.Stats
 }
 
 func (h *handler) overview(r *http.Request, p *pageData) error {
