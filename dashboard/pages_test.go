@@ -145,7 +145,7 @@ func TestJobDetail(t *testing.T) {
 			"&#34;trace&#34;: &#34;t-1&#34;", // metadata
 			`<svg class="timeline"`, `class="held oc-completed"`, `class="window"`,
 			`<span class="badge oc-completed">completed</span>`,
-			testOwner, fmt.Sprintf(`<td class="num mono">%d</td>`, j.LeaseToken),
+			testOwner, fmt.Sprintf(`<td class="num mono opt">%d</td>`, j.LeaseToken),
 			fmt.Sprintf("email:%d", s.completed), // the idempotency key
 			`action="/jobs/`+fmt.Sprint(s.completed)+`/retry"`,
 		)
