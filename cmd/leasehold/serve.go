@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	neturl "net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -162,7 +161,7 @@ func runServe(cmd *cobra.Command, g *globalOptions, o *serveOptions) error {
 		auth += "; listening on every interface"
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "serving %s on %s/ (%s, %s); metrics at %s/metrics, health at %s/healthz\n",
-		redactQuery(s.db.URL.String()), base, mode, auth, base, base)
+		s.db.URL, base, mode, auth, base, base)
 
 	select {
 	case err := <-served:
@@ -204,24 +203,6 @@ func bannerURL(addr string, got net.Addr) (url string, every bool) {
 		host, every = "::1", true
 	}
 	return "http://" + net.JoinHostPort(host, port), every
-}
-
-// redactQuery hides a password given as a query parameter (?password=...),
-// which the URL's own redaction (of user:pass@) may leave in: the banner
-// must never print a secret.
-func redactQuery(s string) string {
-	base, query, ok := strings.Cut(s, "?")
-	if !ok {
-		return s
-	}
-	parts := strings.Split(query, "&")
-	for i, kv := range parts {
-		k, _, _ := strings.Cut(kv, "=")
-		if dk, err := neturl.QueryUnescape(k); err == nil && strings.Contains(strings.ToLower(dk), "password") {
-			parts[i] = k + "=xxxxx"
-		}
-	}
-	return base + "?" + strings.Join(parts, "&")
 }
 
 // requireAuth guards next with the dashboard's credentials, when any are

@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -264,22 +265,64 @@ func postgresParams(raw string) (string, postgres.Options, error) {
 }
 
 // redact hides the password of a URL-shaped string.
+//
+// It hides the user:password@ part and every query parameter whose name
+// holds "password", "passwd" or "secret" (?password=, ?sslpassword=); a
+// listen_url parameter, a URL of its own, is redacted the same way. Text
+// that does not parse as a URL (a key=value DSN) has its password=... and
+// user:password@ parts replaced.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
+	if err != nil || u.Scheme == "" {
+		return redactText(raw)
 	}
 	if u.User != nil {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 	}
-	// A listen_url parameter is a URL of its own, password and all.
-	if q := u.Query(); q.Get("listen_url") != "" {
-		q.Set("listen_url", redact(q.Get("listen_url")))
-		u.RawQuery = q.Encode()
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, kv := range parts {
+			k, v, _ := strings.Cut(kv, "=")
+			name, err := url.QueryUnescape(k)
+			if err != nil {
+				name = k
+			}
+			switch {
+			case secretName(name):
+				parts[i] = k + "=xxxxx"
+			case name == "listen_url":
+				// A URL of its own, password and all.
+				if inner, err := url.QueryUnescape(v); err == nil {
+					parts[i] = k + "=" + url.QueryEscape(redact(inner))
+				} else {
+					parts[i] = k + "=xxxxx"
+				}
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
 	}
 	return u.String()
+}
+
+// secretName reports whether a parameter's name says it holds a secret.
+func secretName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "password") || strings.Contains(n, "passwd") || strings.Contains(n, "secret")
+}
+
+var (
+	// kvPassword is a password=... pair of a key=value DSN, quoted or not.
+	kvPassword = regexp.MustCompile(`(?i)(\b\w*(?:password|passwd|secret)\w*\s*=\s*)('(?:[^'\\]|\\.)*'|"[^"]*"|[^\s&]+)`)
+	// userPassword is the user:password@ of a URL-shaped text.
+	userPassword = regexp.MustCompile(`(://[^/:@\s]*:)[^@/\s]*@`)
+)
+
+// redactText hides the secrets of a text that is not a URL.
+func redactText(s string) string {
+	s = kvPassword.ReplaceAllString(s, "${1}xxxxx")
+	return userPassword.ReplaceAllString(s, "${1}xxxxx@")
 }
 
 func firstLine(s string) string {

@@ -189,3 +189,27 @@ func TestOpenPostgresSchema(t *testing.T) {
 		t.Fatal("listen=off: the driver still notifies")
 	}
 }
+
+// TestRedactEverySecret: no form of a password in a database URL or DSN
+// survives redaction.
+func TestRedactEverySecret(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"postgres://app:s3cr3t-pw@db:5432/app",
+		"postgres://app@db:5432/app?password=s3cr3t-pw",
+		"postgres://app@db:5432/app?sslmode=require&sslpassword=s3cr3t-pw",
+		"postgres://app@db/app?listen_url=" + url.QueryEscape("postgres://app:s3cr3t-pw@direct/app"),
+		"mysql://root:s3cr3t-pw@127.0.0.1:3306/test",
+		"host=db user=app password=s3cr3t-pw dbname=app",
+		"host=db password='s3cr3t-pw' dbname=app",
+		"postgres://app:s3cr3t-pw@db:5432/app\x7f", // does not parse as a URL
+	} {
+		got := redact(raw)
+		if strings.Contains(got, "s3cr3t-pw") {
+			t.Errorf("redact(%q) = %q: the password is still there", raw, got)
+		}
+	}
+	if got := redact("postgres://app@db:5432/app?sslmode=disable"); got != "postgres://app@db:5432/app?sslmode=disable" {
+		t.Errorf("a URL without secrets changed: %q", got)
+	}
+}
