@@ -30,10 +30,11 @@ type lease struct {
 	outcome driver.JobFinish
 	request finishRequest
 
-	mu       sync.Mutex
-	deadline time.Time // local deadline (monotonic)
-	lastSent time.Time // when the claim or last successful renewal was sent
-	cancel   context.CancelCauseFunc
+	mu         sync.Mutex
+	deadline   time.Time // local deadline (monotonic)
+	lastSent   time.Time // when the claim or last successful renewal was sent
+	completeBy time.Time // while completing: when the database aborts the CompleteTx transaction
+	cancel     context.CancelCauseFunc
 
 	done       atomic.Bool // handler returned: no more heartbeats
 	completing atomic.Bool // CompleteTx wrote the completion in a user transaction
@@ -68,6 +69,23 @@ func (l *lease) renewed(sentAt time.Time) {
 	defer l.mu.Unlock()
 	l.lastSent = sentAt
 	l.deadline = sentAt.Add(l.ttl - l.ttl/10)
+}
+
+// startCompleting marks the lease as completed in a user transaction
+// (CompleteTx) that the database aborts unless it commits by completeBy.
+func (l *lease) startCompleting(completeBy time.Time) {
+	l.mu.Lock()
+	l.completeBy = completeBy
+	l.mu.Unlock()
+	l.completing.Store(true)
+}
+
+// completingUntil returns when the database aborts the CompleteTx
+// transaction of a completing lease.
+func (l *lease) completingUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.completeBy
 }
 
 // times returns the local deadline and the time the next renewal is due.
