@@ -30,6 +30,12 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 		return fmt.Errorf("%w: job is nil", ErrInvalidArgs)
 	}
 	l := c.core.leases.get(job.ID, job.LeaseToken)
+	if l != nil && !l.sameClaim(job) {
+		// job is of a lease the database forgot and granted again to this
+		// client with the same token: the write would pass as the new one's.
+		c.core.stats.fencedWrites.Add(1)
+		return &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the database granted this job to this client again (a failover rolled it back)"}
+	}
 	bound := c.core.leaseTTL(job, c.core.workers[job.Kind])
 	if l != nil {
 		deadline, _ := l.times()

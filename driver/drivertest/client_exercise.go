@@ -21,6 +21,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"CompleteTxBounded", testClientCompleteTxBounded[TTx]},
 		{"AmbiguousCommit", testClientAmbiguousCommit[TTx]},
 		{"FencedAfterRollback", testClientFencedAfterRollback[TTx]},
+		{"ReclaimedBySameClient", testClientReclaimedBySameClient[TTx]},
 		{"ResolveStuckTx", testClientResolveStuckTx[TTx]},
 		{"InsertTx", testClientInsertTx[TTx]},
 		{"Heartbeats", testClientHeartbeats[TTx]},

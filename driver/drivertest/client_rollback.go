@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +264,87 @@ func testClientAmbiguousCommit[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("outcomes = %v, want [failed completed]", got)
 		}
 	})
+}
+
+// testClientReclaimedBySameClient: a failover forgets the claim of a job
+// that a client is running, and the same client claims the job again, with
+// the same token number and its own owner: fencing cannot tell the two
+// leases apart. The client sees it holds the job twice: the older handler
+// is cancelled with a lease-lost error and nothing it writes lands, even a
+// CompleteTx that the database would accept; the newer one completes the
+// job once.
+func testClientReclaimedBySameClient[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	var (
+		runs      = make(chan *leasetype.JobRow, 2)
+		started   atomic.Int32
+		firstDone = make(chan struct{})
+		firstErrs = make(chan error, 2)
+	)
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[testArgs](func(ctx context.Context, j *leasehold.Job[testArgs]) error {
+		runs <- j.JobRow
+		if started.Add(1) > 1 {
+			<-firstDone
+			return nil
+		}
+		defer close(firstDone)
+		<-ctx.Done()
+		firstErrs <- context.Cause(ctx)
+		client, err := leasehold.ClientFromContext[TTx](ctx)
+		if err != nil {
+			return err
+		}
+		tx, err := b.BeginTx(context.Background(), env.d)
+		if err != nil {
+			return err
+		}
+		defer b.RollbackTx(context.Background(), tx) //nolint:errcheck // no-op after commit
+		err = client.CompleteTx(context.Background(), tx, j.JobRow)
+		firstErrs <- err
+		if err == nil {
+			_ = b.CommitTx(context.Background(), tx)
+		}
+		return nil // a handler that ignores the loss: its completion must not land either
+	}))
+	c := env.client(nil, leasehold.Config{Workers: w})
+	job := insert(t, c, testArgs{Name: "forgotten"}, &leasehold.InsertOpts{LeaseTTL: time.Minute})
+	var first *leasetype.JobRow
+	select {
+	case first = <-runs:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the job did not start")
+	}
+	// The failover: the new primary never saw the claim.
+	if err := env.exec.Exec(ctx, fmt.Sprintf("UPDATE leasehold_job SET state = 'available', lease_token = lease_token - 1, attempt = attempt - 1 WHERE id = %d", job.ID)); err != nil {
+		t.Fatalf("forget the claim by SQL: %v", err)
+	}
+	var second *leasetype.JobRow
+	select {
+	case second = <-runs:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the job was not claimed again")
+	}
+	if second.LeaseToken != first.LeaseToken || second.LeaseOwner != first.LeaseOwner {
+		t.Fatalf("second grant: token %d owner %q, want the first's %d %q", second.LeaseToken, second.LeaseOwner, first.LeaseToken, first.LeaseOwner)
+	}
+	for _, what := range []string{"older handler's context cause", "older handler's CompleteTx"} {
+		select {
+		case err := <-firstErrs:
+			if !leasehold.IsLeaseLost(err) {
+				t.Fatalf("%s = %v, want a lease-lost error", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing after 10 s", what)
+		}
+	}
+	env.waitState(job.ID, leasetype.JobStateCompleted, 10*time.Second)
+	if got := env.attempts(job.ID); len(got) != 1 || got[0].Outcome != leasetype.OutcomeCompleted || got[0].Token != second.LeaseToken {
+		t.Fatalf("attempts = %+v, want one completed, by the second grant", got)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s := c.Stats(); s.Completed != 1 || s.LeasesLost != 1 {
+		t.Fatalf("stats %+v: want completed 1 and leases lost 1", s)
+	}
 }
