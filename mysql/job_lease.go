@@ -439,6 +439,14 @@ var finishStates = []leasetype.JobState{
 	leasetype.JobStateCancelled, leasetype.JobStateAvailable, leasetype.JobStateScheduled,
 }
 
+// JobFinish ignores params.TxBound. MySQL has no idle-in-transaction
+// timeout, and the session variables that come near (MariaDB's
+// idle_transaction_timeout, wait_timeout) last for the session, past the
+// caller's transaction, on a pooled connection the driver does not
+// control. A caller's transaction that holds a completion holds the job's
+// row lock until it ends: the expirer skips the locked row, and no other
+// holder can write it.
+//
 // JobFinish ends the leases of params.Items in one transaction of three
 // statements whatever the batch size: a locking read of the leases still
 // held, one INSERT ... SELECT of their attempt rows and one UPDATE ... JOIN

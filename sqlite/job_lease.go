@@ -342,6 +342,11 @@ type finishItem struct {
 	Outcome     string  `json:"outcome"`
 }
 
+// JobFinish ignores params.TxBound: SQLite has no server to abort a caller's
+// transaction. One that holds a completion holds the database's write lock
+// until it ends, so nothing else writes meanwhile: no other holder, and no
+// expirer, can touch the job.
+//
 // JobFinish ends the leases of params.Items in one transaction of three
 // statements whatever the batch size: read the clock, one conditional
 // UPDATE ... FROM json_each, one INSERT ... SELECT of the attempt rows of the
