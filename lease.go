@@ -211,8 +211,8 @@ func newLeaseSet() *leaseSet {
 	return &leaseSet{byID: map[int64]*lease{}, added: make(chan struct{}, 1)}
 }
 
-// add adds l and returns the lease it replaces: one this client still held
-// on the same job, which the database has forgotten (nil when none).
+// add adds l and returns the lease it replaces, one this client still held
+// on the same job (nil when none).
 func (s *leaseSet) add(l *lease) (replaced *lease) {
 	_, renewDue := l.times()
 	s.mu.Lock()
