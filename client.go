@@ -125,7 +125,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
-	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
+	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger, &core.stats)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
 	return c, nil
@@ -161,7 +161,7 @@ func (c *clientCore) start(ctx context.Context) error {
 
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
-	hb := &heartbeater{exec: c.exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
+	hb := &heartbeater{exec: c.exec, owner: c.owner, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.startMaintenance(serviceCtx)

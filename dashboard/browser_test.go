@@ -80,7 +80,7 @@ func TestBrowser(t *testing.T) {
 	j := e.claimOne("ledger", time.Minute, nil, ledger)
 	for range 2 {
 		time.Sleep(40 * time.Millisecond)
-		if _, err := e.exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Leases: []driver.LeaseRenewal{{ID: ledger, Token: j.LeaseToken, TTL: time.Minute}}}); err != nil {
+		if _, err := e.exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Owner: testOwner, Leases: []driver.LeaseRenewal{{ID: ledger, Token: j.LeaseToken, TTL: time.Minute}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

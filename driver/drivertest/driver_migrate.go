@@ -115,7 +115,7 @@ func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 		// The schema works again end to end.
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		assertSameIDs(t, "finished", mustFinish(t, exec, completeItem(job)), []int64{job.ID})
+		assertSameIDs(t, "finished", mustFinish(t, exec, "w", completeItem(job)), []int64{job.ID})
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateCompleted {
 			t.Errorf("state = %s, want completed", got.State)
 		}

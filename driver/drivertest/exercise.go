@@ -22,6 +22,7 @@ func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Claim", exerciseClaim[TTx]},
 		{"Heartbeat", exerciseHeartbeat[TTx]},
 		{"Finish", exerciseFinish[TTx]},
+		{"Fencing", exerciseFencing[TTx]},
 		{"Expire", exerciseExpire[TTx]},
 		{"Admin", exerciseAdmin[TTx]},
 		{"Migrate", exerciseMigrate[TTx]},

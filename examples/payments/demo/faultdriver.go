@@ -138,7 +138,7 @@ func (e *faultExecutor[TTx]) JobHeartbeat(ctx context.Context, p *driver.JobHear
 		return nil, err
 	}
 	var frozen []int64
-	pass := &driver.JobHeartbeatParams{Leases: make([]driver.LeaseRenewal, 0, len(p.Leases))}
+	pass := &driver.JobHeartbeatParams{Owner: p.Owner, Leases: make([]driver.LeaseRenewal, 0, len(p.Leases))}
 	for _, l := range p.Leases {
 		if e.d.isFrozen(l.ID) {
 			frozen = append(frozen, l.ID)
