@@ -99,7 +99,7 @@ func (c *Client[TTx]) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, 
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: get job %d: %w", id, err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return row, nil
 }
@@ -138,7 +138,7 @@ func (c *Client[TTx]) JobList(ctx context.Context, params *JobListParams) ([]*le
 		States: p.States, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey, BeforeID: p.BeforeID, Limit: p.Limit,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: list jobs: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return rows, nil
 }
@@ -151,7 +151,7 @@ func (c *Client[TTx]) JobAttempts(ctx context.Context, id int64) ([]*leasetype.A
 	}
 	rows, err := c.core.exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: id})
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: get attempts of job %d: %w", id, err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return rows, nil
 }
@@ -258,7 +258,7 @@ func resolveParams(id int64, as Resolution, note string) (*driver.JobSetStatePar
 func (c *Client[TTx]) JobCounts(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
 	counts, err := c.core.exec.JobCountByState(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: count jobs: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return counts, nil
 }
@@ -303,7 +303,7 @@ func (c *Client[TTx]) JobThroughput(ctx context.Context, since time.Time) ([]*le
 func (c *Client[TTx]) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error) {
 	backlog, err := c.core.exec.QueueBacklog(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: measure backlog: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return backlog, nil
 }
