@@ -19,11 +19,11 @@ func TestTerminalSafe(t *testing.T) {
 	job := b.enqueue(t, "--kind", "evil", "--args", `{}`)
 	row := b.claim(t, "default", "worker-1", time.Minute)
 	const evil = "boom \x1b]0;owned\x07\x1b[2J\u009b31m done"
-	_, err := b.exec().JobFinish(t.Context(), &driver.JobFinishParams{Items: []*driver.JobFinish{{
+	written, err := b.exec().JobFinish(t.Context(), &driver.JobFinishParams{Owner: "worker-1", Items: []*driver.JobFinish{{
 		ID: row.ID, Token: row.LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: evil, CountError: true,
 	}}})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(written) != 1 {
+		t.Fatalf("finish the job: %v (%d written)", err, len(written))
 	}
 	for _, args := range [][]string{{"jobs", "show", strconv.FormatInt(job.ID, 10)}, {"jobs", "list", "--state", "discarded"}} {
 		out := b.ok(t, args...)
