@@ -69,7 +69,7 @@ func shellWords(line string) []string {
 // the test that runs it.
 func TestReadmeCommands(t *testing.T) {
 	elsewhere := map[string]string{
-		"go run ./cmd/leasehold demo": "TestDemoJSON and the demo tests run the demo; scripts/test.sh is what CI runs",
+		"go run ./cmd/leasehold demo":                  "TestDemoJSON and the demo tests run the demo; scripts/test.sh is what CI runs",
 		"go get github.com/leasehold/leasehold@latest": "the install commands: checked below against go.mod",
 		"leasehold demo --database-url 'postgres://app@127.0.0.1:6432/app?sslmode=disable&default_query_exec_mode=exec'": "TestDemoThroughPgBouncer",
 	}
