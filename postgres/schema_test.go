@@ -36,10 +36,12 @@ func migrated(t testing.TB, d *Driver) *Driver {
 	return d
 }
 
-// TestConformanceExecModes runs the whole conformance suite with the pool's
-// connections in each of pgx's query exec modes other than the default
-// (TestConformance): every statement must work whether or not pgx describes
-// it first, as behind PgBouncer, where exec or simple_protocol is needed.
+// TestConformanceExecModes runs the conformance suite's driver half, which
+// runs every statement, and the client tests that go through the most
+// paths, with the pool's connections in each of pgx's query exec modes
+// other than the default (TestConformance has the whole suite): every
+// statement must work whether or not pgx describes it first, as behind
+// PgBouncer, where exec or simple_protocol is needed.
 func TestConformanceExecModes(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []pgx.QueryExecMode{
@@ -48,11 +50,13 @@ func TestConformanceExecModes(t *testing.T) {
 	} {
 		t.Run(strings.ReplaceAll(mode.String(), " ", "_"), func(t *testing.T) {
 			t.Parallel()
-			drivertest.Exercise(t, backendOf(func(t *testing.T) *Driver {
+			b := backendOf(func(t *testing.T) *Driver {
 				cfg := pgtest.PoolConfig(t, "lh_mode_", 12)
 				cfg.ConnConfig.DefaultQueryExecMode = mode
 				return migrated(t, New(pgtest.NewPool(t, cfg)))
-			}))
+			})
+			drivertest.ExerciseDriver(t, b)
+			drivertest.ExerciseClient(t, b, "Drain", "CompleteTx", "InsertTx", "Wakeups", "GlobalLimit", "CancelRunning", "PeriodicLeaderKilled", "Retention")
 		})
 	}
 }

@@ -273,12 +273,17 @@ func testClientOwnInsertClaimsOnce[TTx any](t *testing.T, b Backend[TTx]) {
 	w := newBlockWorker(t, false)
 	w.releaseAll()
 	counted, claims := countClaims(env.d)
-	worker := env.client(counted, leasehold.Config{PollInterval: time.Minute, Workers: workersFor(w, nil)})
+	// A queue of this test's own: insert notifications are database-wide on
+	// Postgres, and another test's insert into a queue of the same name
+	// would rightly wake this client.
+	queue := fmt.Sprintf("own_%d", time.Now().UnixNano())
+	worker := env.client(counted, leasehold.Config{PollInterval: time.Minute, Workers: workersFor(w, nil),
+		Queues: map[string]leasehold.QueueConfig{queue: {MaxWorkers: 10}}})
 	time.Sleep(200 * time.Millisecond) // the first poll
 	before := claims.Load()
 	const jobs = 30
 	for i := range jobs {
-		job := insert(t, worker, blockArgs{Name: fmt.Sprintf("own-%d", i)}, nil)
+		job := insert(t, worker, blockArgs{Name: fmt.Sprintf("own-%d", i)}, &leasehold.InsertOpts{Queue: queue})
 		env.waitState(job.ID, leasetype.JobStateCompleted, 5*time.Second)
 	}
 	time.Sleep(300 * time.Millisecond) // for late notifications to claim
