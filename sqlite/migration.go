@@ -154,14 +154,14 @@ func (d *Driver) MigrationLock(ctx context.Context, params *driver.MigrationLock
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		tx, err := d.GetExecutor().Begin(ctx)
+		tx, err := d.beginMigration(ctx, deadline)
 		if err == nil {
 			return &migrationSession{tx: tx}, nil
 		}
 		if !isBusy(err) || ctx.Err() != nil {
 			return nil, fmt.Errorf("take migration lock: %w", err)
 		}
-		if time.Now().After(deadline) {
+		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%w after %s: another migrate is running on this file", driver.ErrMigrationLockTimeout, timeout)
 		}
 		select {
@@ -170,6 +170,22 @@ func (d *Driver) MigrationLock(ctx context.Context, params *driver.MigrationLock
 		case <-time.After(migrationLockRetry):
 		}
 	}
+}
+
+// beginMigration takes the driver's write lock, waiting no later than
+// deadline, and begins the transaction (BEGIN IMMEDIATE), which waits up to
+// BusyTimeout for another process's write lock.
+func (d *Driver) beginMigration(ctx context.Context, deadline time.Time) (driver.ExecutorTx, error) {
+	lockCtx, cancel := context.WithDeadline(ctx, deadline)
+	release, err := d.lockWrites(lockCtx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			return nil, errWriteLockTimeout // the deadline passed, not ctx
+		}
+		return nil, err
+	}
+	return d.beginPool(ctx, release)
 }
 
 // isBusy reports whether err says the write lock is held elsewhere: SQLITE_BUSY
