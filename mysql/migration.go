@@ -6,7 +6,6 @@ import (
 	sqldriver "database/sql/driver"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
@@ -172,16 +171,46 @@ func (d *Driver) MigrationState(ctx context.Context) (*driver.MigrationState, er
 	return st, nil
 }
 
+// migrationLockPoll is the pause between tries at the lock while another
+// process holds it.
+const migrationLockPoll = 100 * time.Millisecond
+
 // MigrationLock takes the database's migration lock with GET_LOCK on a
-// connection of its own, which keeps it until Release. The migrations run on
-// the pool (MySQL DDL commits implicitly, so there is no transaction to hold
-// the lock in). Behind a proxy that multiplexes sessions (ProxySQL), the
-// lock needs a direct connection, as does any session state.
+// connection of its own, which keeps it until Release. A waiter tries
+// without blocking (GET_LOCK with timeout 0) every migrationLockPoll and holds
+// no connection in between, so waiters cannot take the pool from the holder,
+// whose migrations run on the pool (MySQL DDL commits implicitly, so there is
+// no transaction to hold the lock in): the pool needs two connections. Behind
+// a proxy that multiplexes sessions (ProxySQL), the lock needs a direct
+// connection, as does any session state.
 func (d *Driver) MigrationLock(ctx context.Context, params *driver.MigrationLockParams) (driver.MigrationSession, error) {
 	timeout := params.Timeout
 	if timeout <= 0 {
 		timeout = driver.DefaultMigrationLockTimeout
 	}
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := d.tryMigrationLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s.conn != nil {
+			return s, nil
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w %q after %s: another migrate is running", driver.ErrMigrationLockTimeout, s.name, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("take migration lock: %w", ctx.Err())
+		case <-time.After(migrationLockPoll):
+		}
+	}
+}
+
+// tryMigrationLock tries GET_LOCK once. It returns a session with a nil conn
+// when another session holds the lock.
+func (d *Driver) tryMigrationLock(ctx context.Context) (*migrationSession, error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("take migration lock: %w", translateError(err))
@@ -193,8 +222,7 @@ func (d *Driver) MigrationLock(ctx context.Context, params *driver.MigrationLock
 	}
 	name := migrationLockName(database)
 	var got sql.NullInt64
-	seconds := int64(math.Ceil(timeout.Seconds()))
-	if err := conn.QueryRowContext(ctx, migrationLockSQL, name, seconds).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, migrationLockSQL, name, 0).Scan(&got); err != nil {
 		discard(conn)
 		return nil, fmt.Errorf("take migration lock: %w", translateError(err))
 	}
@@ -204,7 +232,7 @@ func (d *Driver) MigrationLock(ctx context.Context, params *driver.MigrationLock
 		return nil, fmt.Errorf("take migration lock %q: GET_LOCK returned NULL", name)
 	case got.Int64 != 1:
 		conn.Close()
-		return nil, fmt.Errorf("%w %q after %s: another migrate is running", driver.ErrMigrationLockTimeout, name, timeout)
+		return &migrationSession{d: d, name: name}, nil
 	}
 	return &migrationSession{d: d, conn: conn, name: name}, nil
 }
