@@ -101,7 +101,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		leases:     newLeaseSet(),
 		producers:  map[string]*producer{},
 	}
-	if n, ok := any(d).(driver.Notifier); ok {
+	if n, ok := driver.NotifierOf(d); ok {
 		core.notifier = n
 		core.ownNotices = newOwnNotices(func(queue string) bool { return core.producers[queue] != nil })
 	}

@@ -44,7 +44,7 @@ func (d *notifyingFaultDriver[TTx]) ListenInserts(ctx context.Context, ready fun
 // wrap returns the fault driver and the driver a client should use.
 func wrap[TTx any](d driver.Driver[TTx]) (*faultDriver[TTx], driver.Driver[TTx]) {
 	fd := &faultDriver[TTx]{Driver: d, frozen: map[int64]bool{}}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := driver.NotifierOf(d); ok {
 		return fd, &notifyingFaultDriver[TTx]{faultDriver: fd, n: n}
 	}
 	return fd, fd
