@@ -57,7 +57,8 @@ const (
 // The migration lock is a transaction-scoped advisory lock, so that it works
 // through a transaction-mode pooler such as PgBouncer (a session lock there
 // would belong to whichever server connection ran the statement). Its key is
-// derived from the schema (see migrationLockKey). lock_timeout bounds the wait
+// derived from the schema (see migrationLockKey): Options.Schema, else the
+// search_path's current_schema(). lock_timeout bounds the wait
 // and is restored once the lock is held, so that it does not apply to the
 // migrations' own statements.
 const (
@@ -173,17 +174,26 @@ func (d *Driver) MigrationLock(ctx context.Context, params *driver.MigrationLock
 		return nil, err
 	}
 	tx := ex.(*executorTx)
-	if err := takeMigrationLock(ctx, tx.tx, timeout); err != nil {
+	schema := "" // the search_path's, read in the transaction
+	if d.q != nil {
+		schema = d.q.schema
+	}
+	if err := takeMigrationLock(ctx, tx.tx, schema, timeout); err != nil {
 		tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the lock's error is the one to report
 		return nil, err
 	}
 	return &migrationSession{tx: tx}, nil
 }
 
-func takeMigrationLock(ctx context.Context, tx pgx.Tx, timeout time.Duration) error {
-	var schema, oldTimeout string
-	if err := tx.QueryRow(ctx, migrationSchemaSQL).Scan(&schema, &oldTimeout); err != nil {
+// takeMigrationLock takes schema's migration lock in tx; an empty schema
+// means current_schema().
+func takeMigrationLock(ctx context.Context, tx pgx.Tx, schema string, timeout time.Duration) error {
+	var current, oldTimeout string
+	if err := tx.QueryRow(ctx, migrationSchemaSQL).Scan(&current, &oldTimeout); err != nil {
 		return fmt.Errorf("read schema: %w", translateError(err))
+	}
+	if schema == "" {
+		schema = current
 	}
 	ms := max(timeout.Milliseconds(), 1)
 	if _, err := tx.Exec(ctx, migrationLockTimeoutSQL, fmt.Sprintf("%dms", ms)); err != nil {

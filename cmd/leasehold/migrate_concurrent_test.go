@@ -32,7 +32,9 @@ const migrateProcesses = 8
 // TestMigrateUpConcurrentProcesses starts 8 `leasehold migrate up` processes
 // at once on a fresh database of each backend: every one exits 0, each
 // migration is applied by exactly one of them (the others print "nothing to
-// do" or apply nothing more), and the schema is complete afterwards.
+// do" or apply nothing more), and the schema is complete afterwards. Postgres
+// runs twice: directly on a fresh schema, and through PgBouncer in
+// transaction mode with Options.Schema.
 func TestMigrateUpConcurrentProcesses(t *testing.T) {
 	backends := []struct {
 		name string
@@ -41,6 +43,14 @@ func TestMigrateUpConcurrentProcesses(t *testing.T) {
 		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "jobs.db") }},
 		{"postgres", func(t *testing.T) string { return pgtest.SchemaURL(t, "lhmig_", "pool_max_conns=4") }},
 		{"mysql", freshMySQLURL},
+		// Through PgBouncer in transaction mode, with the URL a user would
+		// write (README "Behind PgBouncer"): the advisory lock is
+		// transaction-scoped, so the pooler cannot hand it to another client.
+		{"pgbouncer", func(t *testing.T) string {
+			schema := pgtest.Schema(t, "lhmigb_")
+			b := pgtest.PgBouncer(t, &pgtest.BouncerOptions{PoolSize: 4})
+			return b.URL + "&default_query_exec_mode=exec&listen=off&schema=" + schema
+		}},
 	}
 	for _, bk := range backends {
 		t.Run(bk.name, func(t *testing.T) {
