@@ -239,8 +239,9 @@ and reads the applied migrations only once it holds it. One replica
 migrates; the others wait (10 minutes at most by default:
 migrate.Config.LockTimeout, --lock-timeout), find nothing left, print
 "nothing to do" and exit 0. On Postgres and SQLite a run is one
-transaction: a run that fails keeps the migrations before the failing one
-and nothing of it. On MySQL each migration commits as it runs.
+transaction: a migration that fails is undone alone and the ones before it
+are kept, and when the final commit fails nothing of the run is. On MySQL
+each migration commits as it runs.
 
 Client.Start checks the schema before it claims anything, with one query:
 

@@ -185,3 +185,13 @@ type AppliedMigration struct {
 	// binary may know and still run against it; 0 when it declared none.
 	CompatibleWith int
 }
+
+// MigrationLockInspector is implemented by drivers that can say cheaply who
+// holds the migration lock, for `leasehold migrate status`. Postgres and
+// MySQL implement it; SQLite cannot tell.
+type MigrationLockInspector interface {
+	// MigrationLockHolder describes the session holding the migration lock
+	// of the driver's schema in one line (process, client, since when), or
+	// returns "" when the lock is free.
+	MigrationLockHolder(ctx context.Context) (string, error)
+}

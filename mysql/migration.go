@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -49,6 +50,10 @@ const (
 	migrationDatabaseSQL = `SELECT coalesce(DATABASE(), '')`
 	migrationLockSQL     = `SELECT GET_LOCK(?, ?)`
 	migrationUnlockSQL   = `SELECT RELEASE_LOCK(?)`
+	// migrationLockHolderSQL finds the connection holding the lock and
+	// where it comes from.
+	migrationLockHolderSQL = `SELECT p.id, p.user, p.host
+FROM information_schema.processlist p WHERE p.id = IS_USED_LOCK(?)`
 )
 
 // migrationLockName is the GET_LOCK name of database's migrations.
@@ -134,9 +139,32 @@ func (e *executor) MigrationRecord(ctx context.Context, params *driver.Migration
 }
 
 var (
-	_ driver.MigrationLocker      = (*Driver)(nil)
-	_ driver.MigrationStateReader = (*Driver)(nil)
+	_ driver.MigrationLocker        = (*Driver)(nil)
+	_ driver.MigrationStateReader   = (*Driver)(nil)
+	_ driver.MigrationLockInspector = (*Driver)(nil)
 )
+
+// MigrationLockHolder describes the connection holding the database's
+// migration lock (IS_USED_LOCK and the process list: its ID, user and host), or returns "" when it
+// is free.
+func (d *Driver) MigrationLockHolder(ctx context.Context) (string, error) {
+	var database string
+	if err := d.db.QueryRowContext(ctx, migrationDatabaseSQL).Scan(&database); err != nil {
+		return "", fmt.Errorf("read database: %w", translateError(err))
+	}
+	var (
+		id         int64
+		user, host string
+	)
+	err := d.db.QueryRowContext(ctx, migrationLockHolderSQL, migrationLockName(database)).Scan(&id, &user, &host)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read migration lock holder: %w", translateError(err))
+	}
+	return fmt.Sprintf("connection %d (%s@%s)", id, user, host), nil
+}
 
 // MigrationState reads the migration bookkeeping of the current database
 // without creating anything.

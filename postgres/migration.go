@@ -67,6 +67,17 @@ const (
 	migrationLockTimeoutSQL = `SELECT set_config('lock_timeout', $1, true)`
 )
 
+// migrationLockHolderSQL finds the session holding the advisory lock whose
+// bigint key is split into $1 (high 32 bits) and $2 (low 32 bits), as
+// pg_locks shows it, in the current database.
+const migrationLockHolderSQL = `
+SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local socket'),
+       coalesce(a.xact_start, a.backend_start)
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid::bigint = $1 AND l.objid::bigint = $2`
+
 // migrationLockKey is the advisory lock key of schema's migrations: the first
 // 8 bytes of FNV-1a 64 of "leasehold migrate " and the schema name, so that
 // schemas migrate independently and the key does not depend on the server's
@@ -126,9 +137,39 @@ func (e *executor) MigrationRecord(ctx context.Context, params *driver.Migration
 }
 
 var (
-	_ driver.MigrationLocker      = (*Driver)(nil)
-	_ driver.MigrationStateReader = (*Driver)(nil)
+	_ driver.MigrationLocker        = (*Driver)(nil)
+	_ driver.MigrationStateReader   = (*Driver)(nil)
+	_ driver.MigrationLockInspector = (*Driver)(nil)
 )
+
+// MigrationLockHolder describes the backend holding the schema's migration
+// lock, from pg_locks and pg_stat_activity, or returns "" when it is free.
+func (d *Driver) MigrationLockHolder(ctx context.Context) (string, error) {
+	e := d.GetExecutor().(*executor)
+	schema := ""
+	if d.q != nil {
+		schema = d.q.schema
+	} else if err := e.db.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+		return "", fmt.Errorf("read schema: %w", translateError(err))
+	}
+	key := uint64(migrationLockKey(schema))
+	var (
+		pid         int32
+		app, client string
+		since       time.Time
+	)
+	err := e.db.QueryRow(ctx, migrationLockHolderSQL, int64(key>>32), int64(key&0xffffffff)).Scan(&pid, &app, &client, &since)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read migration lock holder: %w", translateError(err))
+	}
+	if app == "" {
+		app = "no application_name"
+	}
+	return fmt.Sprintf("Postgres backend pid %d (%s, from %s) since %s", pid, app, client, since.UTC().Format(time.RFC3339)), nil
+}
 
 // MigrationState reads the migration bookkeeping of the driver's schema
 // without creating anything.

@@ -205,6 +205,22 @@ func migrateErr(err error) error {
 	return err
 }
 
+// lockHolder describes who holds the migration lock, "" when it is free or
+// the backend cannot tell (SQLite).
+func lockHolder(ctx context.Context, s *session) (string, error) {
+	var d any
+	switch {
+	case s.db.Postgres != nil:
+		d = s.db.Postgres
+	case s.db.MySQL != nil:
+		d = s.db.MySQL
+	}
+	if in, ok := d.(driver.MigrationLockInspector); ok {
+		return in.MigrationLockHolder(ctx)
+	}
+	return "", nil
+}
+
 // migrationJSON is one row of migrate status --json.
 type migrationJSON struct {
 	Version        int    `json:"version"`
@@ -222,8 +238,9 @@ func newMigrateStatusCmd(g *globalOptions) *cobra.Command {
 		Long: `status lists this binary's migrations and whether each is applied, and any
 migration the database records that this binary does not know (a newer
 binary applied it). COMPATIBLE shows a migration's declaration: "3+" means
-binaries that know version 3 or later keep working with it applied. status
-changes nothing in the database.`,
+binaries that know version 3 or later keep working with it applied. On
+Postgres and MySQL it also says who holds the migration lock, when a
+migration is running. status changes nothing in the database.`,
 		Example: `  leasehold migrate status
   leasehold migrate status --json`,
 		Args: cobra.NoArgs,
@@ -260,6 +277,11 @@ changes nothing in the database.`,
 				}
 				if slices.ContainsFunc(st, func(m migrate.Status) bool { return !m.Applied }) {
 					fmt.Fprintln(cmd.ErrOrStderr(), "some migrations are pending: run leasehold migrate up")
+				}
+				if holder, err := lockHolder(ctx, s); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "cannot tell who holds the migration lock: %v\n", err)
+				} else if holder != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "a migration is running: the migration lock is held by %s\n", holder)
 				}
 				if slices.ContainsFunc(st, func(m migrate.Status) bool { return m.Unknown }) {
 					fmt.Fprintln(cmd.ErrOrStderr(), "the schema is newer than this binary: see doc \"Upgrading\" before running old workers on it")

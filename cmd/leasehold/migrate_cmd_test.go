@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/migrate"
 )
 
@@ -61,5 +63,42 @@ func TestGroupDigits(t *testing.T) {
 		if got := groupDigits(n); got != want {
 			t.Errorf("groupDigits(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestMigrateStatusLockHolder: while a migration holds the lock, migrate
+// status on Postgres and MySQL says who holds it; once released, nothing.
+func TestMigrateStatusLockHolder(t *testing.T) {
+	for _, bk := range []struct {
+		name string
+		new  func(t *testing.T) *backend
+	}{
+		{"postgres", newPostgresBackend},
+		{"mysql", func(t *testing.T) *backend { return openBackend(t, "mysql", freshMySQLURL(t)) }},
+	} {
+		t.Run(bk.name, func(t *testing.T) {
+			t.Parallel()
+			b := migrated(t, bk.new(t))
+			var locker driver.MigrationLocker = b.db.Postgres
+			if b.db.MySQL != nil {
+				locker = b.db.MySQL
+			}
+			held, err := locker.MigrationLock(t.Context(), &driver.MigrationLockParams{})
+			if err != nil {
+				t.Fatalf("MigrationLock: %v", err)
+			}
+			r := b.run(t, "migrate", "status")
+			if rerr := held.Release(t.Context()); rerr != nil {
+				t.Fatalf("Release: %v", rerr)
+			}
+			if r.err != nil {
+				t.Fatalf("migrate status: %v", r.err)
+			}
+			t.Logf("migrate status while locked, stderr: %s", r.errOut)
+			wantAll(t, "migrate status stderr while locked", r.errOut, "a migration is running: the migration lock is held by")
+			if r := b.run(t, "migrate", "status"); r.err != nil || strings.Contains(r.errOut, "lock is held") {
+				t.Fatalf("migrate status after release: %v, stderr %q", r.err, r.errOut)
+			}
+		})
 	}
 }
