@@ -154,6 +154,9 @@ func (c *clientCore) start(ctx context.Context) error {
 	if _, err := c.exec.Now(ctx); err != nil {
 		return fmt.Errorf("leasehold: start: reach database: %w", err)
 	}
+	if err := c.checkSchema(ctx); err != nil {
+		return err
+	}
 	c.started = true
 	c.stopping.Store(false)
 	c.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)

@@ -271,5 +271,51 @@ MariaDB 10.6+ (claims with SELECT ... FOR UPDATE SKIP LOCKED in a short
 transaction, since neither has UPDATE ... RETURNING), polling for new jobs.
 All three pass the conformance suite in package driver/drivertest. Migrations are numbered SQL files in each
 backend's migrations folder, applied with package migrate or your own tool.
+
+# Upgrading
+
+Every replica of a rolling deploy may run `leasehold migrate up` (or
+migrate.Migrator.Up) at once, before it starts its workers: each run takes
+the database's migration lock first (on Postgres a transaction-scoped
+advisory lock keyed on the schema, which works through PgBouncer in
+transaction mode; GET_LOCK on MySQL and MariaDB; the write lock on SQLite)
+and reads the applied migrations only once it holds it. One replica
+migrates; the others wait (10 minutes at most by default:
+migrate.Config.LockTimeout, --lock-timeout), find nothing left, print
+"nothing to do" and exit 0. On Postgres and SQLite a run is one
+transaction: a migration that fails is undone alone and the ones before it
+are kept, and when the final commit fails nothing of the run is. On MySQL
+each migration commits as it runs.
+
+Client.Start checks the schema before it claims anything, with one query:
+
+  - Older than the binary needs (a migration of its driver is not
+    applied): Start returns a *SchemaVersionError matching ErrSchemaOutdated,
+    "leasehold: schema at version 3, this binary needs 4: run `leasehold
+    migrate up`". A new binary deployed before its migrations ran therefore
+    stops at once instead of failing on its first claim.
+  - Newer than the binary knows (a newer binary migrated): allowed only
+    when every migration it does not know is declared compatible with it;
+    Start then logs a warning and runs. Otherwise it returns an error
+    matching ErrSchemaTooNew that names the migration.
+
+A migration declares compatibility with a header line among the leading
+comments of its up file, "-- leasehold:compatible-with N": binaries that
+know version N or later keep working once it is applied (a nullable column
+or an index old code never reads can declare the version before it; a
+change old queries would trip on must not). The migrator records the
+declaration in leasehold_migration with the migration, so an old binary,
+which has never seen the file, can read it. Migrations without the header
+(every migration so far) require a binary that knows them: upgrade by
+running the new binary's `migrate up`, then replacing the old replicas;
+old replicas that restart in between refuse to start with ErrSchemaTooNew
+rather than run against a schema they do not know. `leasehold migrate
+status` lists the migrations, those the binary does not know, and each
+one's declaration.
+
+Insert-only clients never call Start: call Client.CheckSchema at boot to
+apply the same check. A database whose tables were created by another
+migration tool from the .sql files has no leasehold_migration bookkeeping;
+Start then logs a warning and does not check.
 */
 package leasehold

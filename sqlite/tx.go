@@ -105,7 +105,14 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx, err := e.d.db.BeginTx(ctx, nil)
+	return e.d.beginPool(ctx, release)
+}
+
+// beginPool begins a transaction on the pool while the caller holds the
+// driver's write lock, which release gives back when the transaction ends
+// (or at once when it cannot begin).
+func (d *Driver) beginPool(ctx context.Context, release func()) (driver.ExecutorTx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("begin transaction: %w", err)
@@ -123,7 +130,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		}
 		return nil
 	})
-	return &txExecutor{executor{d: e.d, q: e.d.txQuerier(tx), raw: tx, tx: st}}, nil
+	return &txExecutor{executor{d: d, q: d.txQuerier(tx), raw: tx, tx: st}}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.

@@ -80,5 +80,6 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"Retention", testClientRetention[TTx]},
 		{"UniqueOpts", testClientUniqueOpts[TTx]},
 		{"Subscribe", testClientSubscribe[TTx]},
+		{"SchemaCheck", testClientSchemaCheck[TTx]},
 	}
 }
