@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/dashboard"
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
+	"github.com/leasehold/leasehold/sqlite"
 )
 
 // TestOverviewTotals: "All queues" has the grand total, and claimable
@@ -143,4 +146,30 @@ func TestErrorOnePrefix(t *testing.T) {
 	}
 	mustContain(t, "error page", res.body, "leasehold: list jobs: no such table: leasehold_job")
 	mustNotContain(t, "error page", res.body, "list jobs: list jobs")
+}
+
+// TestSchemaMissing: on a database without the leasehold schema a page
+// says what to run, not a raw "no such table".
+func TestSchemaMissing(t *testing.T) {
+	t.Parallel()
+	d, db, err := sqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c, err := leasehold.NewClient(d, &leasehold.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := dashboard.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/jobs", "/stuck"} {
+		res := do(t, h, httptest.NewRequest(http.MethodGet, path, nil))
+		if res.code != http.StatusServiceUnavailable {
+			t.Errorf("GET %s without the schema = %d, want 503", path, res.code)
+		}
+		mustContain(t, "GET "+path, res.body, "leasehold migrate up")
+	}
 }

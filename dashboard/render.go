@@ -148,12 +148,39 @@ func (h *handler) renderError(w http.ResponseWriter, r *http.Request, p *pageDat
 	if e.code == 499 {
 		return // the client is gone
 	}
+	if e.code == http.StatusInternalServerError {
+		e = h.explainSchema(r.Context(), e)
+	}
 	if e.code >= 500 {
 		h.opts.Logger.Error("dashboard: request failed", "path", r.URL.Path, "error", e.msg)
 	}
 	p.template, p.Title = "error", http.StatusText(e.code)
 	p.Data = &errorData{Code: e.code, Status: http.StatusText(e.code), Msg: e.msg}
 	h.render(w, r, e.code, p)
+}
+
+// SchemaChecker is implemented by a Source that can compare the database's
+// schema with the one it needs (*leasehold.Client does: CheckSchema).
+type SchemaChecker interface {
+	// CheckSchema returns an error saying what to run when the schema is
+	// missing, older than needed, or newer and incompatible.
+	CheckSchema(ctx context.Context) error
+}
+
+// explainSchema turns a failed page into the reason an operator can act on
+// when the schema is the cause ("run `leasehold migrate up`"), instead of a
+// raw "no such table".
+func (h *handler) explainSchema(ctx context.Context, e *httpError) *httpError {
+	sc, ok := h.src.(SchemaChecker)
+	if !ok {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := sc.CheckSchema(ctx); errors.Is(err, leasehold.ErrSchemaOutdated) || errors.Is(err, leasehold.ErrSchemaTooNew) {
+		return &httpError{code: http.StatusServiceUnavailable, msg: onePrefix(err.Error())}
+	}
+	return e
 }
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
