@@ -10,7 +10,7 @@ set -euo pipefail
 have() {
 	command -v patroni >/dev/null 2>&1 && command -v patronictl >/dev/null 2>&1 &&
 		command -v etcd >/dev/null 2>&1 && command -v haproxy >/dev/null 2>&1 &&
-		python3 -c 'import etcd' >/dev/null 2>&1 # Patroni's etcd client (its package only needs one DCS client)
+		/usr/bin/python3 -c 'import etcd' >/dev/null 2>&1 # Patroni's etcd client, for the system Python Patroni runs on
 }
 
 if have; then
