@@ -303,6 +303,8 @@ write_state() {
 		kv "HA_DIR" "$dir"
 		kv "HA_MODE" "$mode"
 		kv "HA_SCOPE" "$scope"
+		kv "HA_SCRIPT" "$here/ha-cluster.sh"
+		kv "HA_BASE_PORT" "$base"
 		kv "HA_DB" "$db"
 		kv "HA_HAPROXY_URL" "postgres://postgres@127.0.0.1:$haproxy_rw/$db?sslmode=disable"
 		kv "HA_MULTIHOST_URL" "postgres://postgres@$multi/$db?target_session_attrs=read-write&sslmode=disable"

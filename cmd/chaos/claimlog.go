@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// claimLog is the worker processes' record of every handler run, kept
+// outside the database: a failover with asynchronous replication can roll
+// back the database's own record (attempt rows, tokens), and the checker
+// needs what the workers actually did to see what was lost or reused. It
+// is a WorkMiddleware writing one JSON line per run start and end; each
+// line is one write(2) to a file opened with O_APPEND, so a SIGKILLed
+// worker loses none it wrote.
+type claimLog struct {
+	leasehold.MiddlewareDefaults
+	mu sync.Mutex
+	f  *os.File
+}
+
+var _ leasehold.WorkMiddleware = (*claimLog)(nil)
+
+// claimEvent is one line of a claim log.
+type claimEvent struct {
+	Ev    string `json:"ev"` // "start" or "end"
+	Job   int64  `json:"job"`
+	Kind  string `json:"kind"`
+	Token int64  `json:"token"`
+	Owner string `json:"owner"`
+	At    int64  `json:"at"` // Unix nanoseconds, this machine's clock
+	Err   string `json:"err,omitempty"`
+}
+
+func openClaimLog(path string) (*claimLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &claimLog{f: f}, nil
+}
+
+// Work logs the run's start and end around the handler.
+func (l *claimLog) Work(ctx context.Context, job *leasetype.JobRow, next func(ctx context.Context) error) error {
+	l.write(claimEvent{Ev: "start", Job: job.ID, Kind: job.Kind, Token: job.LeaseToken, Owner: job.LeaseOwner, At: time.Now().UnixNano()})
+	err := next(ctx)
+	end := claimEvent{Ev: "end", Job: job.ID, Kind: job.Kind, Token: job.LeaseToken, Owner: job.LeaseOwner, At: time.Now().UnixNano()}
+	if err != nil {
+		end.Err = err.Error()
+		if end.Err == "" {
+			end.Err = "error"
+		}
+	}
+	l.write(end)
+	return err
+}
+
+func (l *claimLog) write(ev claimEvent) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	_, _ = l.f.Write(append(b, '\n'))
+	l.mu.Unlock()
+}
+
+func (l *claimLog) Close() error { return l.f.Close() }
+
+// readClaimLogs reads every claims-*.jsonl file in dir; a torn last line
+// (a worker killed mid-write) is skipped.
+func readClaimLogs(dir string) ([]claimEvent, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "claims-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []claimEvent
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var ev claimEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				out = append(out, ev)
+			}
+		}
+		f.Close()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out, nil
+}
+
+// claimFindings is what the claim logs show.
+type claimFindings struct {
+	// tokenReuses lists jobs whose same fencing token was handed to two
+	// different lease owners: the lease record was rolled back (async
+	// failover) and the token number granted again.
+	tokenReuses []tokenReuse
+	// doubleOK lists charge jobs whose handler ran to success (its fenced
+	// completion committed, as far as it was told) under two different
+	// leases: the first completion was acknowledged and then lost.
+	doubleOK []int64
+	starts   []int64 // handler start times, sorted
+}
+
+type tokenReuse struct {
+	Job    int64    `json:"job"`
+	Token  int64    `json:"token"`
+	Owners []string `json:"owners"`
+}
+
+func analyzeClaims(evs []claimEvent, chargeKind string) claimFindings {
+	var cf claimFindings
+	type key struct{ job, token int64 }
+	owners := map[key][]string{}
+	okLeases := map[int64]map[string]bool{} // job -> "token/owner" of its successful runs
+	for _, ev := range evs {
+		k := key{ev.Job, ev.Token}
+		switch ev.Ev {
+		case "start":
+			cf.starts = append(cf.starts, ev.At)
+			seen := false
+			for _, o := range owners[k] {
+				seen = seen || o == ev.Owner
+			}
+			if !seen {
+				owners[k] = append(owners[k], ev.Owner)
+			}
+		case "end":
+			if ev.Err == "" && ev.Kind == chargeKind {
+				if okLeases[ev.Job] == nil {
+					okLeases[ev.Job] = map[string]bool{}
+				}
+				okLeases[ev.Job][fmt.Sprintf("%d/%s", ev.Token, ev.Owner)] = true
+			}
+		}
+	}
+	for k, o := range owners {
+		if len(o) > 1 {
+			cf.tokenReuses = append(cf.tokenReuses, tokenReuse{Job: k.job, Token: k.token, Owners: o})
+		}
+	}
+	sort.Slice(cf.tokenReuses, func(i, j int) bool { return cf.tokenReuses[i].Job < cf.tokenReuses[j].Job })
+	for job, leases := range okLeases {
+		if len(leases) > 1 {
+			cf.doubleOK = append(cf.doubleOK, job)
+		}
+	}
+	sort.Slice(cf.doubleOK, func(i, j int) bool { return cf.doubleOK[i] < cf.doubleOK[j] })
+	return cf
+}
