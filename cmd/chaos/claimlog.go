@@ -105,9 +105,9 @@ func readClaimLogs(dir string) ([]claimEvent, error) {
 
 // claimFindings is what the claim logs show.
 type claimFindings struct {
-	// tokenReuses lists jobs whose same fencing token was handed to two
-	// different lease owners: the lease record was rolled back (async
-	// failover) and the token number granted again.
+	// tokenReuses lists jobs whose same fencing token was granted to two
+	// leases (two handler runs started under it): the lease record was
+	// rolled back (async failover) and the token number granted again.
 	tokenReuses []tokenReuse
 	// doubleOK lists charge jobs whose handler ran to success (its fenced
 	// completion committed, as far as it was told) under two different
@@ -125,20 +125,14 @@ type tokenReuse struct {
 func analyzeClaims(evs []claimEvent, chargeKind string) claimFindings {
 	var cf claimFindings
 	type key struct{ job, token int64 }
-	owners := map[key][]string{}
+	owners := map[key][]string{}            // every start, owner by owner
 	okLeases := map[int64]map[string]bool{} // job -> "token/owner" of its successful runs
 	for _, ev := range evs {
 		k := key{ev.Job, ev.Token}
 		switch ev.Ev {
 		case "start":
 			cf.starts = append(cf.starts, ev.At)
-			seen := false
-			for _, o := range owners[k] {
-				seen = seen || o == ev.Owner
-			}
-			if !seen {
-				owners[k] = append(owners[k], ev.Owner)
-			}
+			owners[k] = append(owners[k], ev.Owner)
 		case "end":
 			if ev.Err == "" && ev.Kind == chargeKind {
 				if okLeases[ev.Job] == nil {
@@ -148,6 +142,8 @@ func analyzeClaims(evs []claimEvent, chargeKind string) claimFindings {
 			}
 		}
 	}
+	// A token is granted once per job: two runs starting under the same
+	// one, by two owners or twice by one, are two leases with one token.
 	for k, o := range owners {
 		if len(o) > 1 {
 			cf.tokenReuses = append(cf.tokenReuses, tokenReuse{Job: k.job, Token: k.token, Owners: o})

@@ -23,7 +23,8 @@ type failoverRecord struct {
 	// WriteOutageMS is the longest stretch without a successful payment
 	// creation (an INSERT of the payment and its job, committed) from the
 	// fault on; FirstInsertMS the time from the fault to the first
-	// creation begun and committed after it; ClaimOutageMS the longest
+	// creation begun and committed after it (for a freeze, after the kill:
+	// during the freeze itself writes may still land); ClaimOutageMS the longest
 	// stretch without a handler run starting (a claim). -1: none after it.
 	WriteOutageMS int64 `json:"write_outage_ms"`
 	FirstInsertMS int64 `json:"first_insert_ms"`
@@ -32,7 +33,8 @@ type failoverRecord struct {
 	Receivers int    `json:"walreceivers_frozen,omitempty"`
 	Error     string `json:"error,omitempty"`
 
-	at time.Time
+	at     time.Time
+	killAt time.Time // a freeze's kill, from which its FirstInsertMS counts
 }
 
 // haReport is the failover part of a run's report.
@@ -128,6 +130,7 @@ func (in *injector) failover(ctx context.Context, kind string) failoverRecord {
 		}
 		in.logf("fault: %d walreceivers stopped; writing for %s, then SIGKILL %s", rec.Receivers, in.cfg.freeze, rec.From)
 		sleepCtx(context.WithoutCancel(ctx), in.cfg.freeze)
+		rec.killAt = time.Now()
 		faultErr = c.killNode(l)
 		// The WAL the old primary sent while the replicas were frozen
 		// still sits in their sockets' receive buffers; a partition would
@@ -179,6 +182,10 @@ func outages(recs []failoverRecord, okAt [][2]int64, starts []int64) {
 			continue
 		}
 		t := r.at.UnixNano()
+		first := t
+		if !r.killAt.IsZero() {
+			first = r.killAt.UnixNano()
+		}
 		end := t + int64(2*time.Minute)
 		if i+1 < len(recs) && !recs[i+1].at.IsZero() {
 			end = recs[i+1].at.UnixNano()
@@ -187,8 +194,8 @@ func outages(recs []failoverRecord, okAt [][2]int64, starts []int64) {
 		r.FirstInsertMS = -1
 		for _, ok := range okAt {
 			ends = append(ends, ok[1])
-			if ok[0] > t && (r.FirstInsertMS < 0 || ok[1]-t < r.FirstInsertMS*int64(time.Millisecond)) {
-				r.FirstInsertMS = (ok[1] - t) / int64(time.Millisecond)
+			if ok[0] > first && ok[1] < end && (r.FirstInsertMS < 0 || ok[1]-first < r.FirstInsertMS*int64(time.Millisecond)) {
+				r.FirstInsertMS = (ok[1] - first) / int64(time.Millisecond)
 			}
 		}
 		sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
