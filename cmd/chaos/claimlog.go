@@ -32,13 +32,17 @@ var _ leasehold.WorkMiddleware = (*claimLog)(nil)
 
 // claimEvent is one line of a claim log.
 type claimEvent struct {
-	Ev    string `json:"ev"` // "start" or "end"
-	Job   int64  `json:"job"`
-	Kind  string `json:"kind"`
-	Token int64  `json:"token"`
-	Owner string `json:"owner"`
-	At    int64  `json:"at"` // Unix nanoseconds, this machine's clock
-	Err   string `json:"err,omitempty"`
+	Ev  string `json:"ev"` // "start" or "end"
+	Job int64  `json:"job"`
+	// Created is the job's created_at (Unix ns): with the ID, the job's
+	// identity, since a failover with asynchronous replication can roll
+	// the ID sequence back and give a lost job's ID to another job.
+	Created int64  `json:"created"`
+	Kind    string `json:"kind"`
+	Token   int64  `json:"token"`
+	Owner   string `json:"owner"`
+	At      int64  `json:"at"` // Unix nanoseconds, this machine's clock
+	Err     string `json:"err,omitempty"`
 }
 
 func openClaimLog(path string) (*claimLog, error) {
@@ -51,9 +55,10 @@ func openClaimLog(path string) (*claimLog, error) {
 
 // Work logs the run's start and end around the handler.
 func (l *claimLog) Work(ctx context.Context, job *leasetype.JobRow, next func(ctx context.Context) error) error {
-	l.write(claimEvent{Ev: "start", Job: job.ID, Kind: job.Kind, Token: job.LeaseToken, Owner: job.LeaseOwner, At: time.Now().UnixNano()})
+	created := job.CreatedAt.UnixNano()
+	l.write(claimEvent{Ev: "start", Job: job.ID, Created: created, Kind: job.Kind, Token: job.LeaseToken, Owner: job.LeaseOwner, At: time.Now().UnixNano()})
 	err := next(ctx)
-	end := claimEvent{Ev: "end", Job: job.ID, Kind: job.Kind, Token: job.LeaseToken, Owner: job.LeaseOwner, At: time.Now().UnixNano()}
+	end := claimEvent{Ev: "end", Job: job.ID, Created: created, Kind: job.Kind, Token: job.LeaseToken, Owner: job.LeaseOwner, At: time.Now().UnixNano()}
 	if err != nil {
 		end.Err = err.Error()
 		if end.Err == "" {
@@ -113,7 +118,10 @@ type claimFindings struct {
 	// completion committed, as far as it was told) under two different
 	// leases: the first completion was acknowledged and then lost.
 	doubleOK []int64
-	starts   []int64 // handler start times, sorted
+	// idsReused lists job IDs the claim logs saw on two different jobs
+	// (two created_at): the ID sequence rolled back with a failover.
+	idsReused []int64
+	starts    []int64 // handler start times, sorted
 }
 
 type tokenReuse struct {
@@ -124,21 +132,31 @@ type tokenReuse struct {
 
 func analyzeClaims(evs []claimEvent, chargeKind string) claimFindings {
 	var cf claimFindings
-	type key struct{ job, token int64 }
-	owners := map[key][]string{}            // every start, owner by owner
-	okLeases := map[int64]map[string]bool{} // job -> "token/owner" of its successful runs
+	type job struct{ id, created int64 }
+	type key struct {
+		job   job
+		token int64
+	}
+	owners := map[key][]string{}          // every start, owner by owner
+	okLeases := map[job]map[string]bool{} // "token/owner" of each job's successful runs
+	created := map[int64]map[int64]bool{} // job ID -> the created_at of the jobs seen with it
 	for _, ev := range evs {
-		k := key{ev.Job, ev.Token}
+		j := job{ev.Job, ev.Created}
+		k := key{j, ev.Token}
+		if created[ev.Job] == nil {
+			created[ev.Job] = map[int64]bool{}
+		}
+		created[ev.Job][ev.Created] = true
 		switch ev.Ev {
 		case "start":
 			cf.starts = append(cf.starts, ev.At)
 			owners[k] = append(owners[k], ev.Owner)
 		case "end":
 			if ev.Err == "" && ev.Kind == chargeKind {
-				if okLeases[ev.Job] == nil {
-					okLeases[ev.Job] = map[string]bool{}
+				if okLeases[j] == nil {
+					okLeases[j] = map[string]bool{}
 				}
-				okLeases[ev.Job][fmt.Sprintf("%d/%s", ev.Token, ev.Owner)] = true
+				okLeases[j][fmt.Sprintf("%d/%s", ev.Token, ev.Owner)] = true
 			}
 		}
 	}
@@ -146,15 +164,21 @@ func analyzeClaims(evs []claimEvent, chargeKind string) claimFindings {
 	// one, by two owners or twice by one, are two leases with one token.
 	for k, o := range owners {
 		if len(o) > 1 {
-			cf.tokenReuses = append(cf.tokenReuses, tokenReuse{Job: k.job, Token: k.token, Owners: o})
+			cf.tokenReuses = append(cf.tokenReuses, tokenReuse{Job: k.job.id, Token: k.token, Owners: o})
 		}
 	}
 	sort.Slice(cf.tokenReuses, func(i, j int) bool { return cf.tokenReuses[i].Job < cf.tokenReuses[j].Job })
-	for job, leases := range okLeases {
+	for j, leases := range okLeases {
 		if len(leases) > 1 {
-			cf.doubleOK = append(cf.doubleOK, job)
+			cf.doubleOK = append(cf.doubleOK, j.id)
 		}
 	}
 	sort.Slice(cf.doubleOK, func(i, j int) bool { return cf.doubleOK[i] < cf.doubleOK[j] })
+	for id, c := range created {
+		if len(c) > 1 {
+			cf.idsReused = append(cf.idsReused, id)
+		}
+	}
+	sort.Slice(cf.idsReused, func(i, j int) bool { return cf.idsReused[i] < cf.idsReused[j] })
 	return cf
 }

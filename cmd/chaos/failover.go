@@ -64,6 +64,12 @@ type haReport struct {
 	// owners: the lease record rolled back with the failover. Known with
 	// async replication; a stale write under a reused token would land.
 	TokenReuses []tokenReuse `json:"token_reuses"`
+	// JobIDsReused lists job IDs given to two different jobs (the claim
+	// logs saw two created_at): the ID sequence rolled back with the lost
+	// WAL, and a new job took a lost job's ID. Known with async
+	// replication; anything outside the database that kept a lost job's
+	// ID now points at another job.
+	JobIDsReused []int64 `json:"job_ids_reused"`
 	// Doubled counts side effects done twice without the fencing refusing
 	// one: duplicate PSP ledger rows, double captures, jobs completed by two
 	// leases in the database, stale settlements that landed, and, with
@@ -231,7 +237,7 @@ func longestGap(times []int64, t, end int64) int64 {
 func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orphans []string, okAt [][2]int64) {
 	cfg := e.cfg
 	h := &haReport{Mode: e.ha.mode, Route: cfg.haRoute, Fault: strings.Join(cfg.faults, ","),
-		LostAcked: lostAcked, OrphanCharges: orphans, CompletionsLost: cf.doubleOK, TokenReuses: cf.tokenReuses}
+		LostAcked: lostAcked, OrphanCharges: orphans, CompletionsLost: cf.doubleOK, TokenReuses: cf.tokenReuses, JobIDsReused: cf.idsReused}
 	if h.LostAcked == nil {
 		h.LostAcked = []string{}
 	}
@@ -243,6 +249,9 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orpha
 	}
 	if h.TokenReuses == nil {
 		h.TokenReuses = []tokenReuse{}
+	}
+	if h.JobIDsReused == nil {
+		h.JobIDsReused = []int64{}
 	}
 	in.mu.Lock()
 	h.Failovers = append([]failoverRecord(nil), in.failovers...)
@@ -277,6 +286,9 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orpha
 		for _, t := range h.TokenReuses {
 			r.problem("job %d: token %d granted to %s with sync replication", t.Job, t.Token, strings.Join(t.Owners, " and "))
 		}
+		for _, id := range h.JobIDsReused {
+			r.problem("job ID %d given to two jobs with sync replication", id)
+		}
 		for _, id := range h.LostAcked {
 			r.problem("%s acknowledged but missing after the failover with sync replication", id)
 		}
@@ -293,7 +305,7 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orpha
 		}
 	}
 	r.OK = r.OK && errs == 0 && len(h.Failovers) >= cfg.failovers &&
-		(async || (len(h.LostAcked) == 0 && len(h.OrphanCharges) == 0 && len(h.CompletionsLost) == 0 && len(h.TokenReuses) == 0))
+		(async || (len(h.LostAcked) == 0 && len(h.OrphanCharges) == 0 && len(h.CompletionsLost) == 0 && len(h.TokenReuses) == 0 && len(h.JobIDsReused) == 0))
 }
 
 func worst(a, b int64) int64 {
@@ -310,9 +322,9 @@ func (r *Report) writeHALine(w interface{ Write([]byte) (int, error) }) {
 	if !r.OK {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "failover %s: %s %s via %s, %d failovers: write outage %d ms (first insert %d ms, claims %d ms), acked %d, lost %d %v, orphan charges %d, completions lost %d, token reuses %d, doubled %d, fenced %d, stale %d, not terminal %d, elapsed %.1fs\n",
+	fmt.Fprintf(w, "failover %s: %s %s via %s, %d failovers: write outage %d ms (first insert %d ms, claims %d ms), acked %d, lost %d %v, orphan charges %d, completions lost %d, token reuses %d, job IDs reused %d, doubled %d, fenced %d, stale %d, not terminal %d, elapsed %.1fs\n",
 		verdict, h.Mode, h.Fault, h.Route, len(h.Failovers), h.WriteOutageMS, h.FirstInsertMS, h.ClaimOutageMS,
-		r.Acknowledged, len(h.LostAcked), h.LostAcked, len(h.OrphanCharges), len(h.CompletionsLost), len(h.TokenReuses),
+		r.Acknowledged, len(h.LostAcked), h.LostAcked, len(h.OrphanCharges), len(h.CompletionsLost), len(h.TokenReuses), len(h.JobIDsReused),
 		h.Doubled, h.Fenced, r.StaleWrites, r.NotTerminal, float64(r.ElapsedMS)/1000)
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)

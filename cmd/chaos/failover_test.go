@@ -56,6 +56,11 @@ func TestAnalyzeClaims(t *testing.T) {
 		{Ev: "start", Job: 1, Kind: "charge", Token: 1, Owner: "b", At: 3},
 		{Ev: "end", Job: 1, Kind: "charge", Token: 1, Owner: "b", At: 4},
 		// Job 2: a fenced run, then a successful one under a newer token.
+		// Job 3 appears twice, as two jobs: its ID was given again.
+		{Ev: "start", Job: 3, Created: 10, Kind: "charge", Token: 1, Owner: "a", At: 9},
+		{Ev: "end", Job: 3, Created: 10, Kind: "charge", Token: 1, Owner: "a", At: 10},
+		{Ev: "start", Job: 3, Created: 20, Kind: "charge", Token: 1, Owner: "b", At: 11},
+		{Ev: "end", Job: 3, Created: 20, Kind: "charge", Token: 1, Owner: "b", At: 12},
 		{Ev: "start", Job: 2, Kind: "charge", Token: 1, Owner: "a", At: 5},
 		{Ev: "end", Job: 2, Kind: "charge", Token: 1, Owner: "a", At: 6, Err: "lease lost"},
 		{Ev: "start", Job: 2, Kind: "charge", Token: 2, Owner: "b", At: 7},
@@ -68,7 +73,10 @@ func TestAnalyzeClaims(t *testing.T) {
 	if len(cf.doubleOK) != 1 || cf.doubleOK[0] != 1 {
 		t.Errorf("doubleOK = %v, want [1]", cf.doubleOK)
 	}
-	if len(cf.starts) != 4 {
-		t.Errorf("starts = %v, want 4", cf.starts)
+	if len(cf.idsReused) != 1 || cf.idsReused[0] != 3 {
+		t.Errorf("idsReused = %v, want [3]", cf.idsReused)
+	}
+	if len(cf.starts) != 6 {
+		t.Errorf("starts = %v, want 6", cf.starts)
 	}
 }
