@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -181,4 +182,53 @@ func analyzeClaims(evs []claimEvent, chargeKind string) claimFindings {
 	}
 	sort.Slice(cf.idsReused, func(i, j int) bool { return cf.idsReused[i] < cf.idsReused[j] })
 	return cf
+}
+
+// lostRun is a handler run of a job the cluster no longer has (lost with
+// an async failover) that ended after the failover: its outcome write went
+// to the new primary, fenced by (job ID, token) only, which may name
+// another job there (the ID sequence and the token rolled back alike).
+type lostRun struct {
+	Job   int64  `json:"job"`
+	Token int64  `json:"token"`
+	Owner string `json:"owner"`
+	// OK is true when the handler, and so its fenced completion, succeeded:
+	// the completion landed on the new primary's job with that ID.
+	OK  bool   `json:"ok"`
+	Err string `json:"err,omitempty"`
+}
+
+// lostRuns returns the runs of jobs absent from the database (identities:
+// job ID -> created_at in Unix ns) that ended after the time after.
+func lostRuns(evs []claimEvent, identities map[int64]int64, after int64) []lostRun {
+	var out []lostRun
+	for _, ev := range evs {
+		if ev.Ev != "end" || ev.At <= after {
+			continue
+		}
+		if created, ok := identities[ev.Job]; ok && created == ev.Created {
+			continue
+		}
+		out = append(out, lostRun{Job: ev.Job, Token: ev.Token, Owner: ev.Owner, OK: ev.Err == "", Err: ev.Err})
+	}
+	return out
+}
+
+// jobIdentities returns every job's created_at (Unix ns) by ID.
+func jobIdentities(ctx context.Context, db *sql.DB) (map[int64]int64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, created_at FROM leasehold_job`)
+	if err != nil {
+		return nil, fmt.Errorf("read job identities: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var id int64
+		var created time.Time
+		if err := rows.Scan(&id, &created); err != nil {
+			return nil, err
+		}
+		out[id] = created.UnixNano()
+	}
+	return out, rows.Err()
 }

@@ -70,6 +70,12 @@ type haReport struct {
 	// replication; anything outside the database that kept a lost job's
 	// ID now points at another job.
 	JobIDsReused []int64 `json:"job_ids_reused"`
+	// LostRuns lists handler runs of lost jobs that ended after the kill,
+	// so wrote their outcome to the new primary; ForeignCompletions counts
+	// those whose completion succeeded there: it completed whichever job
+	// the new primary holds under that ID and token. Must be 0.
+	LostRuns           []lostRun `json:"lost_runs"`
+	ForeignCompletions int       `json:"foreign_completions"`
 	// Doubled counts side effects done twice without the fencing refusing
 	// one: duplicate PSP ledger rows, double captures, jobs completed by two
 	// leases in the database, stale settlements that landed, and, with
@@ -234,7 +240,7 @@ func longestGap(times []int64, t, end int64) int64 {
 }
 
 // haCheck completes the report of a run against a Patroni cluster.
-func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orphans []string, okAt [][2]int64) {
+func haCheck(e *env, r *Report, in *injector, cf claimFindings, runs func(after int64) []lostRun, lostAcked, orphans []string, okAt [][2]int64) {
 	cfg := e.cfg
 	h := &haReport{Mode: e.ha.mode, Route: cfg.haRoute, Fault: strings.Join(cfg.faults, ","),
 		LostAcked: lostAcked, OrphanCharges: orphans, CompletionsLost: cf.doubleOK, TokenReuses: cf.tokenReuses, JobIDsReused: cf.idsReused}
@@ -257,6 +263,27 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orpha
 	h.Failovers = append([]failoverRecord(nil), in.failovers...)
 	in.mu.Unlock()
 	outages(h.Failovers, okAt, cf.starts)
+	// The first moment the old primary could no longer take a write.
+	var dead int64
+	for _, f := range h.Failovers {
+		at := f.at
+		if !f.killAt.IsZero() {
+			at = f.killAt
+		}
+		if f.Kind != faultSwitchover && !at.IsZero() && (dead == 0 || at.UnixNano() < dead) {
+			dead = at.UnixNano()
+		}
+	}
+	h.LostRuns = []lostRun{}
+	if dead != 0 {
+		h.LostRuns = append(h.LostRuns, runs(dead)...)
+	}
+	for _, lr := range h.LostRuns {
+		if lr.OK {
+			h.ForeignCompletions++
+			r.problem("job %d (token %d, %s) was lost with the old primary, and its completion after the failover succeeded on the new primary's job %d", lr.Job, lr.Token, lr.Owner, lr.Job)
+		}
+	}
 	h.FirstInsertMS, h.WriteOutageMS, h.ClaimOutageMS = -1, -1, -1
 	for i, f := range h.Failovers {
 		if i == 0 {
@@ -275,7 +302,7 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orpha
 	if len(h.Failovers) < cfg.failovers {
 		r.problem("%d failovers injected of %d", len(h.Failovers), cfg.failovers)
 	}
-	h.Doubled = r.DuplicateEffects + r.DoubleCharges + r.StaleWrites
+	h.Doubled = r.DuplicateEffects + r.DoubleCharges + r.StaleWrites + int64(h.ForeignCompletions)
 	h.Fenced = r.FencedWrites + r.FencedCompletions
 	async := h.Mode == "async"
 	if !async {
@@ -304,7 +331,7 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, lostAcked, orpha
 			errs++
 		}
 	}
-	r.OK = r.OK && errs == 0 && len(h.Failovers) >= cfg.failovers &&
+	r.OK = r.OK && errs == 0 && len(h.Failovers) >= cfg.failovers && h.ForeignCompletions == 0 &&
 		(async || (len(h.LostAcked) == 0 && len(h.OrphanCharges) == 0 && len(h.CompletionsLost) == 0 && len(h.TokenReuses) == 0 && len(h.JobIDsReused) == 0))
 }
 
@@ -322,10 +349,10 @@ func (r *Report) writeHALine(w interface{ Write([]byte) (int, error) }) {
 	if !r.OK {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "failover %s: %s %s via %s, %d failovers: write outage %d ms (first insert %d ms, claims %d ms), acked %d, lost %d %v, orphan charges %d, completions lost %d, token reuses %d, job IDs reused %d, doubled %d, fenced %d, stale %d, not terminal %d, elapsed %.1fs\n",
+	fmt.Fprintf(w, "failover %s: %s %s via %s, %d failovers: write outage %d ms (first insert %d ms, claims %d ms), acked %d, lost %d %v, orphan charges %d, completions lost %d, token reuses %d, job IDs reused %d, lost runs %d (foreign completions %d), doubled %d, fenced %d, stale %d, not terminal %d, elapsed %.1fs\n",
 		verdict, h.Mode, h.Fault, h.Route, len(h.Failovers), h.WriteOutageMS, h.FirstInsertMS, h.ClaimOutageMS,
 		r.Acknowledged, len(h.LostAcked), h.LostAcked, len(h.OrphanCharges), len(h.CompletionsLost), len(h.TokenReuses), len(h.JobIDsReused),
-		h.Doubled, h.Fenced, r.StaleWrites, r.NotTerminal, float64(r.ElapsedMS)/1000)
+		len(h.LostRuns), h.ForeignCompletions, h.Doubled, h.Fenced, r.StaleWrites, r.NotTerminal, float64(r.ElapsedMS)/1000)
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}

@@ -80,3 +80,17 @@ func TestAnalyzeClaims(t *testing.T) {
 		t.Errorf("starts = %v, want 6", cf.starts)
 	}
 }
+
+func TestLostRuns(t *testing.T) {
+	evs := []claimEvent{
+		{Ev: "end", Job: 1, Created: 10, Token: 1, Owner: "a", At: 5},            // before the kill
+		{Ev: "end", Job: 2, Created: 20, Token: 1, Owner: "a", At: 15},           // still in the database
+		{Ev: "end", Job: 3, Created: 30, Token: 1, Owner: "a", At: 15},           // lost, completed after
+		{Ev: "end", Job: 4, Created: 40, Token: 1, Owner: "b", At: 16, Err: "x"}, // lost, failed after
+	}
+	ids := map[int64]int64{1: 11, 2: 20, 3: 31}
+	got := lostRuns(evs, ids, 10)
+	if len(got) != 2 || got[0].Job != 3 || !got[0].OK || got[1].Job != 4 || got[1].OK {
+		t.Errorf("lostRuns = %+v, want job 3 ok and job 4 failed", got)
+	}
+}

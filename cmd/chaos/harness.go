@@ -301,7 +301,12 @@ func execute[TTx any](ctx context.Context, e *env, d driver.Driver[TTx], store *
 				okAt = append(okAt, f.okAt[i])
 			}
 		}
-		haCheck(e, rep, in, analyzeClaims(evs, payments.ChargeKind), rep.lostAcked, rep.orphanCharges, okAt)
+		ids, err := jobIdentities(checkCtx, e.sqlDB)
+		if err != nil {
+			return nil, err
+		}
+		runs := func(after int64) []lostRun { return lostRuns(evs, ids, after) }
+		haCheck(e, rep, in, analyzeClaims(evs, payments.ChargeKind), runs, rep.lostAcked, rep.orphanCharges, okAt)
 	}
 	return rep, nil
 }
