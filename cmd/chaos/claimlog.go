@@ -232,3 +232,64 @@ func jobIdentities(ctx context.Context, db *sql.DB) (map[int64]int64, error) {
 	}
 	return out, rows.Err()
 }
+
+// attemptRow is one row of the attempt history, with its job's created_at.
+type attemptRow struct {
+	Job     int64  `json:"job"`
+	Token   int64  `json:"token"`
+	Owner   string `json:"owner"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	created int64
+}
+
+func readAttempts(ctx context.Context, db *sql.DB) ([]attemptRow, error) {
+	rows, err := db.QueryContext(ctx, `SELECT a.job_id, a.token, a.owner, a.outcome, COALESCE(a.error, ''), j.created_at
+		FROM leasehold_attempt a JOIN leasehold_job j ON j.id = a.job_id`)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []attemptRow
+	for rows.Next() {
+		var a attemptRow
+		var created time.Time
+		if err := rows.Scan(&a.Job, &a.Token, &a.Owner, &a.Outcome, &a.Error, &created); err != nil {
+			return nil, err
+		}
+		a.created = created.UnixNano()
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// foreignOutcomes returns the attempt rows written by a lease of another
+// job: the claim logs show that owner starting that job ID under that
+// token, but for a job created at another time (one lost with a failover),
+// and never for the job the row belongs to. The lease of a lost job ended,
+// fenced by (ID, token) alone, the new job that took its ID.
+func foreignOutcomes(evs []claimEvent, attempts []attemptRow) []attemptRow {
+	type lease struct {
+		job, token int64
+		owner      string
+	}
+	created := map[lease]map[int64]bool{}
+	for _, ev := range evs {
+		if ev.Ev != "start" {
+			continue
+		}
+		l := lease{ev.Job, ev.Token, ev.Owner}
+		if created[l] == nil {
+			created[l] = map[int64]bool{}
+		}
+		created[l][ev.Created] = true
+	}
+	var out []attemptRow
+	for _, a := range attempts {
+		c := created[lease{a.Job, a.Token, a.Owner}]
+		if len(c) > 0 && !c[a.created] {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -76,6 +76,10 @@ type haReport struct {
 	// the new primary holds under that ID and token. Must be 0.
 	LostRuns           []lostRun `json:"lost_runs"`
 	ForeignCompletions int       `json:"foreign_completions"`
+	// ForeignOutcomes lists attempt rows in the database written by the
+	// lease of a lost job onto the job that took its ID, with the same
+	// token: the fencing let a stale lease end another job. Must be empty.
+	ForeignOutcomes []attemptRow `json:"foreign_outcomes"`
 	// Doubled counts side effects done twice without the fencing refusing
 	// one: duplicate PSP ledger rows, double captures, jobs completed by two
 	// leases in the database, stale settlements that landed, and, with
@@ -240,7 +244,7 @@ func longestGap(times []int64, t, end int64) int64 {
 }
 
 // haCheck completes the report of a run against a Patroni cluster.
-func haCheck(e *env, r *Report, in *injector, cf claimFindings, runs func(after int64) []lostRun, lostAcked, orphans []string, okAt [][2]int64) {
+func haCheck(e *env, r *Report, in *injector, cf claimFindings, runs func(after int64) []lostRun, foreign []attemptRow, lostAcked, orphans []string, okAt [][2]int64) {
 	cfg := e.cfg
 	h := &haReport{Mode: e.ha.mode, Route: cfg.haRoute, Fault: strings.Join(cfg.faults, ","),
 		LostAcked: lostAcked, OrphanCharges: orphans, CompletionsLost: cf.doubleOK, TokenReuses: cf.tokenReuses, JobIDsReused: cf.idsReused}
@@ -278,6 +282,13 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, runs func(after 
 	if dead != 0 {
 		h.LostRuns = append(h.LostRuns, runs(dead)...)
 	}
+	h.ForeignOutcomes = foreign
+	if h.ForeignOutcomes == nil {
+		h.ForeignOutcomes = []attemptRow{}
+	}
+	for _, a := range h.ForeignOutcomes {
+		r.problem("job %d's attempt (token %d, owner %s, outcome %s, error %q) was written by the lease of a lost job with the same ID and token", a.Job, a.Token, a.Owner, a.Outcome, a.Error)
+	}
 	for _, lr := range h.LostRuns {
 		if lr.OK {
 			h.ForeignCompletions++
@@ -302,7 +313,7 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, runs func(after 
 	if len(h.Failovers) < cfg.failovers {
 		r.problem("%d failovers injected of %d", len(h.Failovers), cfg.failovers)
 	}
-	h.Doubled = r.DuplicateEffects + r.DoubleCharges + r.StaleWrites + int64(h.ForeignCompletions)
+	h.Doubled = r.DuplicateEffects + r.DoubleCharges + r.StaleWrites + int64(h.ForeignCompletions) + int64(len(h.ForeignOutcomes))
 	h.Fenced = r.FencedWrites + r.FencedCompletions
 	async := h.Mode == "async"
 	if !async {
@@ -331,7 +342,7 @@ func haCheck(e *env, r *Report, in *injector, cf claimFindings, runs func(after 
 			errs++
 		}
 	}
-	r.OK = r.OK && errs == 0 && len(h.Failovers) >= cfg.failovers && h.ForeignCompletions == 0 &&
+	r.OK = r.OK && errs == 0 && len(h.Failovers) >= cfg.failovers && h.ForeignCompletions == 0 && len(h.ForeignOutcomes) == 0 &&
 		(async || (len(h.LostAcked) == 0 && len(h.OrphanCharges) == 0 && len(h.CompletionsLost) == 0 && len(h.TokenReuses) == 0 && len(h.JobIDsReused) == 0))
 }
 
@@ -349,10 +360,10 @@ func (r *Report) writeHALine(w interface{ Write([]byte) (int, error) }) {
 	if !r.OK {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "failover %s: %s %s via %s, %d failovers: write outage %d ms (first insert %d ms, claims %d ms), acked %d, lost %d %v, orphan charges %d, completions lost %d, token reuses %d, job IDs reused %d, lost runs %d (foreign completions %d), doubled %d, fenced %d, stale %d, not terminal %d, elapsed %.1fs\n",
+	fmt.Fprintf(w, "failover %s: %s %s via %s, %d failovers: write outage %d ms (first insert %d ms, claims %d ms), acked %d, lost %d %v, orphan charges %d, completions lost %d, token reuses %d, job IDs reused %d, lost runs %d (foreign completions %d), foreign outcomes %d, doubled %d, fenced %d, stale %d, not terminal %d, elapsed %.1fs\n",
 		verdict, h.Mode, h.Fault, h.Route, len(h.Failovers), h.WriteOutageMS, h.FirstInsertMS, h.ClaimOutageMS,
 		r.Acknowledged, len(h.LostAcked), h.LostAcked, len(h.OrphanCharges), len(h.CompletionsLost), len(h.TokenReuses), len(h.JobIDsReused),
-		len(h.LostRuns), h.ForeignCompletions, h.Doubled, h.Fenced, r.StaleWrites, r.NotTerminal, float64(r.ElapsedMS)/1000)
+		len(h.LostRuns), h.ForeignCompletions, len(h.ForeignOutcomes), h.Doubled, h.Fenced, r.StaleWrites, r.NotTerminal, float64(r.ElapsedMS)/1000)
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}

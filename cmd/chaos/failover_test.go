@@ -94,3 +94,21 @@ func TestLostRuns(t *testing.T) {
 		t.Errorf("lostRuns = %+v, want job 3 ok and job 4 failed", got)
 	}
 }
+
+func TestForeignOutcomes(t *testing.T) {
+	evs := []claimEvent{
+		{Ev: "start", Job: 7, Created: 70, Token: 1, Owner: "a"}, // the lost job 7
+		{Ev: "start", Job: 7, Created: 71, Token: 1, Owner: "b"}, // the new job 7
+		{Ev: "start", Job: 8, Created: 80, Token: 1, Owner: "a"},
+	}
+	attempts := []attemptRow{
+		{Job: 7, Token: 1, Owner: "a", Outcome: "retryable", created: 71}, // a's lost lease ended the new job 7
+		{Job: 7, Token: 1, Owner: "b", Outcome: "completed", created: 71},
+		{Job: 8, Token: 1, Owner: "a", Outcome: "completed", created: 80},
+		{Job: 9, Token: 1, Owner: "c", Outcome: "expired", created: 90}, // no run logged: not judged
+	}
+	got := foreignOutcomes(evs, attempts)
+	if len(got) != 1 || got[0].Job != 7 || got[0].Owner != "a" {
+		t.Errorf("foreignOutcomes = %+v, want job 7 by a", got)
+	}
+}

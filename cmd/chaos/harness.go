@@ -305,8 +305,12 @@ func execute[TTx any](ctx context.Context, e *env, d driver.Driver[TTx], store *
 		if err != nil {
 			return nil, err
 		}
+		attempts, err := readAttempts(checkCtx, e.sqlDB)
+		if err != nil {
+			return nil, err
+		}
 		runs := func(after int64) []lostRun { return lostRuns(evs, ids, after) }
-		haCheck(e, rep, in, analyzeClaims(evs, payments.ChargeKind), runs, rep.lostAcked, rep.orphanCharges, okAt)
+		haCheck(e, rep, in, analyzeClaims(evs, payments.ChargeKind), runs, foreignOutcomes(evs, attempts), rep.lostAcked, rep.orphanCharges, okAt)
 	}
 	return rep, nil
 }
