@@ -97,10 +97,11 @@ fi
 if command -v jq >/dev/null 2>&1 && [ -s "$results" ]; then
 	echo "--- results" >&2
 	{
-		echo "ok mode fault route outage_ms first_insert_ms claim_outage_ms leader_ms acked lost orphan_charges completions_lost token_reuses doubled fenced"
+		echo "ok mode fault route outage_ms first_insert_ms claim_outage_ms leader_ms acked lost orphan_charges completions_lost token_reuses job_ids_reused foreign_outcomes doubled fenced"
 		jq -r '[.ok, .ha.mode, .ha.fault, .ha.route, .ha.write_outage_ms, .ha.first_insert_ms, .ha.claim_outage_ms,
 			(.ha.failovers[0].leader_ms // -1), .acknowledged, (.ha.lost_acked | length), (.ha.orphan_charges | length),
-			(.ha.completions_lost | length), (.ha.token_reuses | length), .ha.doubled, .ha.fenced] | @tsv' "$results"
+			(.ha.completions_lost | length), (.ha.token_reuses | length), (.ha.job_ids_reused | length),
+			(.ha.foreign_outcomes | length), .ha.doubled, .ha.fenced] | @tsv' "$results"
 	} | column -t >&2
 fi
 exit "$failed"
