@@ -22,4 +22,5 @@ echo "--- go test -race"
 # full of pointer arithmetic, about twenty times slower (DEVELOPERS.md).
 go test -race -gcflags=all=-d=checkptr=0 -count=1 -timeout 25m "$@" ./...
 scripts/chaos-smoke.sh  # fault-injection runs and fuzz targets (RELIABILITY.md)
+scripts/chaos-failover.sh  # a Patroni failover under load: sync replication, primary SIGKILLed (~1 min)
 (cd bench && go test -count=1 -timeout 10m ./...)

@@ -26,6 +26,12 @@ type config struct {
 	json        bool          // print the report as one JSON object
 	keep        bool          // keep the work directory (logs, SQLite file)
 	verbose     bool          // log the harness's steps to stderr
+
+	// A Patroni cluster from scripts/ha-cluster.sh (failover.go).
+	haState   string        // its state file; empty: no HA cluster
+	haRoute   string        // haproxy or multihost: how every client reaches the primary
+	failovers int           // failovers to inject in the run
+	freeze    time.Duration // replication freeze before the kill of failover_freeze
 }
 
 // Fault kinds.
@@ -36,10 +42,19 @@ const (
 	faultLatency   = "net_latency"
 	faultReset     = "net_reset"
 	faultBlackhole = "net_blackhole"
+
+	// Failovers of a Patroni cluster's primary (--ha-state).
+	faultSwitchover  = "failover_switchover" // planned: patronictl switchover
+	faultKillPrimary = "failover_kill"       // unplanned: SIGKILL of the primary's Patroni and Postgres
+	faultFreeze      = "failover_freeze"     // replication frozen on the replicas, writes, then the kill
 )
 
+func isFailover(kind string) bool {
+	return kind == faultSwitchover || kind == faultKillPrimary || kind == faultFreeze
+}
+
 func allFaults() []string {
-	return []string{faultKill, faultPause, faultDBRestart, faultLatency, faultReset, faultBlackhole}
+	return []string{faultKill, faultPause, faultDBRestart, faultLatency, faultReset, faultBlackhole, faultSwitchover, faultKillPrimary, faultFreeze}
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -65,6 +80,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (worker logs, SQLite file)")
 	fs.BoolVar(&c.verbose, "v", false, "log the harness's steps to stderr")
+	fs.StringVar(&c.haState, "ha-state", os.Getenv("LEASEHOLD_HA_STATE"), "state file (DIR/ha.env) of a Patroni cluster from scripts/ha-cluster.sh up: run against it and fail its primary over (env LEASEHOLD_HA_STATE)")
+	fs.StringVar(&c.haRoute, "ha-route", "haproxy", "with --ha-state, how clients reach the primary: haproxy (its read-write port) or multihost (libpq hosts with target_session_attrs=read-write)")
+	fs.IntVar(&c.failovers, "failovers", 1, "with --ha-state, failovers to inject (each after the cluster is whole again)")
+	fs.DurationVar(&c.freeze, "freeze", 2*time.Second, "with failover_freeze, how long the replicas receive no WAL before the primary is killed")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -86,13 +105,28 @@ func parseFlags(args []string) (*config, error) {
 		return nil, errors.New("--ttl must be 500ms to 1m")
 	case c.pgPrivate && c.backend != "postgres":
 		return nil, errors.New("--pg-private needs --backend postgres")
+	case c.haState != "" && (c.backend != "postgres" || c.pgPrivate):
+		return nil, errors.New("--ha-state needs --backend postgres and no --pg-private")
+	case c.haRoute != "haproxy" && c.haRoute != "multihost":
+		return nil, fmt.Errorf("--ha-route %q: want haproxy or multihost", c.haRoute)
+	case c.failovers < 1 || c.failovers > 100:
+		return nil, errors.New("--failovers must be 1 to 100")
+	case c.freeze < 100*time.Millisecond || c.freeze > time.Minute:
+		return nil, errors.New("--freeze must be 100ms to 1m")
 	}
 	allowed := map[string]bool{faultKill: true, faultPause: true}
-	if c.backend == "postgres" {
+	switch {
+	case c.haState != "":
+		// Clients reach the cluster through HAProxy or by libpq's host
+		// list, not through a Toxiproxy per worker.
+		allowed[faultSwitchover], allowed[faultKillPrimary], allowed[faultFreeze] = true, true, true
+	case c.backend == "postgres":
 		allowed[faultLatency], allowed[faultReset], allowed[faultBlackhole] = true, true, true
 		allowed[faultDBRestart] = c.pgPrivate
 	}
-	if faults == "" {
+	if faults == "" && c.haState != "" {
+		c.faults = []string{faultKillPrimary}
+	} else if faults == "" {
 		for _, f := range allFaults() {
 			if allowed[f] {
 				c.faults = append(c.faults, f)
@@ -105,8 +139,11 @@ func parseFlags(args []string) (*config, error) {
 				continue
 			}
 			if !allowed[f] {
-				if f == faultDBRestart && c.backend == "postgres" {
+				if f == faultDBRestart && c.backend == "postgres" && c.haState == "" {
 					return nil, errors.New("fault db_restart needs --pg-private: the shared server is never restarted")
+				}
+				if isFailover(f) && c.haState == "" {
+					return nil, fmt.Errorf("fault %s needs --ha-state: a Patroni cluster from scripts/ha-cluster.sh", f)
 				}
 				return nil, fmt.Errorf("fault %q is unknown or not possible on %s (possible: %s)", f, c.backend, strings.Join(keys(allowed), ","))
 			}

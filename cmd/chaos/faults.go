@@ -19,7 +19,11 @@ type injector struct {
 	tracker *recoveryTracker
 	proxies *netProxies // nil on SQLite
 	cluster *pgCluster  // nil unless --pg-private
+	ha      *haCluster  // nil unless --ha-state
 	logf    func(string, ...any)
+
+	mu        sync.Mutex
+	failovers []failoverRecord
 
 	kills, pauses, dbRestarts          atomic.Int64
 	netLatency, netReset, netBlackhole atomic.Int64
@@ -35,6 +39,10 @@ func newInjector(cfg *config, f *fleet, t *recoveryTracker, np *netProxies, pc *
 // run injects faults until ctx ends or until passes.
 func (in *injector) run(ctx context.Context, until time.Time) {
 	if len(in.cfg.faults) == 0 {
+		return
+	}
+	if in.ha != nil {
+		in.runFailovers(ctx, until.Add(-in.cfg.duration), until)
 		return
 	}
 	var cycle []string

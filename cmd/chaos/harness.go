@@ -34,6 +34,7 @@ type env struct {
 	workDir    string
 	psp        *psp.Server
 	cluster    *pgCluster
+	ha         *haCluster // a Patroni cluster from scripts/ha-cluster.sh
 	proxies    *netProxies
 	workerURLs []string
 	sqlDB      *sql.DB // the harness's own connection, for the checks
@@ -56,6 +57,8 @@ func run(ctx context.Context, cfg *config) int {
 	if cfg.json {
 		out, _ := json.Marshal(rep)
 		fmt.Println(string(out))
+	} else if rep.HA != nil {
+		rep.writeHALine(os.Stdout)
 	} else {
 		rep.writeTable(os.Stdout)
 	}
@@ -97,6 +100,15 @@ func runHarness(ctx context.Context, cfg *config, logf func(string, ...any)) (*R
 			e.workerURLs = append(e.workerURLs, harnessURL)
 		}
 	case "postgres":
+		if cfg.haState != "" {
+			if harnessURL, err = setupHA(ctx, e); err != nil {
+				return nil, err
+			}
+			if e.ha != nil {
+				defer dropHADatabase(e)
+			}
+			break
+		}
 		adminURL := cfg.pgURL
 		if cfg.pgPrivate {
 			e.cluster, err = startPGCluster(ctx, logf)
@@ -215,6 +227,7 @@ func execute[TTx any](ctx context.Context, e *env, d driver.Driver[TTx], store *
 	go func() { defer bg.Done(); payments.RunReconcileTicker(tickCtx, inserter, time.Second, quiet) }()
 
 	in := newInjector(cfg, fl, tracker, e.proxies, e.cluster, e.logf)
+	in.ha = e.ha
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	faultsDone := make(chan struct{})
@@ -223,7 +236,8 @@ func execute[TTx any](ctx context.Context, e *env, d driver.Driver[TTx], store *
 	// Payments are created over the first 80% of the fault phase, as an
 	// application's requests would arrive.
 	runID := fmt.Sprintf("s%d", cfg.seed)
-	f := &feeder{ids: make([]string, cfg.payments), acked: make([]atomic.Bool, cfg.payments), amount: make([]int64, cfg.payments)}
+	f := &feeder{ids: make([]string, cfg.payments), acked: make([]atomic.Bool, cfg.payments), amount: make([]int64, cfg.payments),
+		okAt: make([][2]int64, cfg.payments)}
 	rng := rand.New(rand.NewPCG(uint64(cfg.seed), 7))
 	for i := range f.ids {
 		f.ids[i] = fmt.Sprintf("pay_%s_%06d", runID, i+1)
@@ -276,6 +290,28 @@ func execute[TTx any](ctx context.Context, e *env, d driver.Driver[TTx], store *
 	rep.DrainMS = drainTime.Milliseconds()
 	rep.Drained = drained
 	rep.finish()
+	if e.ha != nil {
+		evs, err := readClaimLogs(e.workDir)
+		if err != nil {
+			return nil, fmt.Errorf("read claim logs: %w", err)
+		}
+		var okAt [][2]int64
+		for i := range f.okAt {
+			if f.okAt[i][1] != 0 {
+				okAt = append(okAt, f.okAt[i])
+			}
+		}
+		ids, err := jobIdentities(checkCtx, e.sqlDB)
+		if err != nil {
+			return nil, err
+		}
+		attempts, err := readAttempts(checkCtx, e.sqlDB)
+		if err != nil {
+			return nil, err
+		}
+		runs := func(after int64) []lostRun { return lostRuns(evs, ids, after) }
+		haCheck(e, rep, in, analyzeClaims(evs, payments.ChargeKind), runs, foreignOutcomes(evs, attempts), rep.lostAcked, rep.orphanCharges, okAt)
+	}
 	return rep, nil
 }
 
@@ -304,6 +340,11 @@ type feeder struct {
 	ids    []string
 	amount []int64
 	acked  []atomic.Bool // the creation was acknowledged (committed and known to be)
+	// okAt holds, per payment, the start and end (Unix ns) of the creation
+	// attempt that committed, when it was told so (not found afterwards).
+	// Each element is written once, by the goroutine creating it, and read
+	// after they are all done.
+	okAt   [][2]int64
 	create func(ctx context.Context, i int) error
 	exists func(ctx context.Context, i int) (bool, error)
 	failed atomic.Int64 // creations given up on: never acknowledged
@@ -338,7 +379,11 @@ func (f *feeder) createOne(ctx context.Context, i int) {
 	deadline := time.Now().Add(30 * time.Second)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		began := time.Now().UnixNano()
 		err := f.create(cctx, i)
+		if err == nil && f.okAt != nil {
+			f.okAt[i] = [2]int64{began, time.Now().UnixNano()}
+		}
 		if err != nil {
 			var ok bool
 			ok, err = f.exists(cctx, i)

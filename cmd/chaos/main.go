@@ -12,6 +12,18 @@
 //	chaos --backend sqlite --payments 600 --workers 3 --duration 40s --json
 //	chaos --backend postgres --pg-private --payments 1000 --workers 4 --json
 //
+// Against a Patroni cluster from scripts/ha-cluster.sh (--ha-state
+// DIR/ha.env), the faults are failovers of its primary instead
+// (failover.go): a planned patronictl switchover, a SIGKILL of the
+// primary's Patroni and Postgres, or a replication freeze on the replicas
+// followed by that kill. Clients reach the primary through HAProxy or
+// libpq's host list (--ha-route); the report adds the write outage, the
+// acknowledged payments the failover lost (allowed with async replication
+// only, listed by ID), and the fencing tokens granted twice, from claim logs
+// the workers keep outside the database (claimlog.go).
+//
+//	chaos --backend postgres --ha-state /tmp/leasehold-ha-55432/ha.env --faults failover_kill --json
+//
 // The harness re-executes its own binary as `chaos worker ...` for every
 // worker; each worker reports its Client.Stats() as JSON lines on stdout.
 // Everything listens on loopback only, and every child process (and the

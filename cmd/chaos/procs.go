@@ -86,6 +86,7 @@ func (f *fleet) start(slot int) (*proc, error) {
 	w := f.base
 	w.dbURL = f.dbURLs[slot]
 	w.id = fmt.Sprintf("w%d-g%d", slot, f.gen)
+	w.claimLog = filepath.Join(f.logDir, "claims-"+w.id+".jsonl")
 	cmd := exec.Command(f.exe, w.args()...)
 	// Its own process group, so a signal meant for the harness's terminal
 	// does not reach it first; killed with SIGKILL if the harness dies.

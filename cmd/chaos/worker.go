@@ -26,12 +26,13 @@ type workerConfig struct {
 	pendingAfter      time.Duration
 	concurrency       int
 	reportEvery       time.Duration
+	claimLog          string // file of the handler runs (claimlog.go); empty for none
 }
 
 func (w workerConfig) args() []string {
 	return []string{"worker", "--db", w.dbURL, "--psp", w.pspURL, "--id", w.id, "--ttl", w.ttl.String(),
 		"--psp-timeout", w.pspTimeout.String(), "--pending-after", w.pendingAfter.String(),
-		"--concurrency", fmt.Sprint(w.concurrency), "--report-every", w.reportEvery.String()}
+		"--concurrency", fmt.Sprint(w.concurrency), "--report-every", w.reportEvery.String(), "--claim-log", w.claimLog}
 }
 
 // report is one line a worker writes on stdout: its counters so far.
@@ -58,6 +59,7 @@ func runWorker(args []string) error {
 	fs.DurationVar(&w.pendingAfter, "pending-after", 5*time.Second, "reconciler's pending threshold")
 	fs.IntVar(&w.concurrency, "concurrency", 8, "charges at once")
 	fs.DurationVar(&w.reportEvery, "report-every", 200*time.Millisecond, "how often to report counters")
+	fs.StringVar(&w.claimLog, "claim-log", "", "file to append a JSON line to at every handler run's start and end")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,8 +102,17 @@ func work[TTx any](ctx context.Context, w workerConfig, d driver.Driver[TTx], st
 	if err := payments.AddWorkers(ws, charge, recon); err != nil {
 		return err
 	}
+	var mws []leasehold.Middleware
+	if w.claimLog != "" {
+		cl, err := openClaimLog(w.claimLog)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		mws = append(mws, cl)
+	}
 	client, err := leasehold.NewClient(d, &leasehold.Config{
-		ID: w.id, Workers: ws, LeaseTTL: w.ttl, Logger: logger,
+		ID: w.id, Workers: ws, LeaseTTL: w.ttl, Logger: logger, Middleware: mws,
 		PollInterval: 100 * time.Millisecond, WatcherInterval: 250 * time.Millisecond,
 		Queues: map[string]leasehold.QueueConfig{
 			payments.ChargeQueue: {MaxWorkers: w.concurrency}, payments.ReconcileQueue: {MaxWorkers: 1},
