@@ -23,4 +23,5 @@ echo "--- go test -race"
 go test -race -gcflags=all=-d=checkptr=0 -count=1 -timeout 25m "$@" ./...
 scripts/chaos-smoke.sh  # fault-injection runs and fuzz targets (RELIABILITY.md)
 scripts/chaos-failover.sh  # a Patroni failover under load: sync replication, primary SIGKILLed (~1 min)
+scripts/demo-failover.sh   # the payments demo through the same failover (~40 s)
 (cd bench && go test -count=1 -timeout 10m ./...)
