@@ -44,8 +44,17 @@ func (c *Client[TTx]) StopAndCancel(ctx context.Context) error { return c.core.s
 // clientCore is the part of the client that does not depend on the
 // transaction type: the lease machinery.
 type clientCore struct {
-	cfg        *Config
-	exec       driver.Executor
+	cfg  *Config
+	exec driver.Executor
+	// reserver, when the driver offers it, opens leaseExec's reserved
+	// connections at start.
+	reserver driver.Reserver
+	// leaseExec runs the lease machinery's statements (claims, renewals,
+	// outcome writes, expiries, the cancellation poll): while started, on
+	// connections reserved from reserver (reserved, closed at stop);
+	// otherwise, and when the driver cannot reserve, exec.
+	leaseExec  driver.Executor
+	reserved   driver.ReservedExecutor
 	notifier   driver.Notifier // nil when the driver cannot push wake-ups
 	ownNotices *ownNotices     // with notifier: the notifications of this client's inserts
 	logger     *slog.Logger
@@ -101,6 +110,10 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		leases:     newLeaseSet(),
 		producers:  map[string]*producer{},
 	}
+	core.leaseExec = core.exec
+	if r, ok := any(d).(driver.Reserver); ok && cfg.ReservedConns >= 0 {
+		core.reserver = r
+	}
 	if n, ok := any(d).(driver.Notifier); ok {
 		core.notifier = n
 		core.ownNotices = newOwnNotices(func(queue string) bool { return core.producers[queue] != nil })
@@ -154,6 +167,9 @@ func (c *clientCore) start(ctx context.Context) error {
 	if _, err := c.exec.Now(ctx); err != nil {
 		return fmt.Errorf("leasehold: start: reach database: %w", err)
 	}
+	if err := c.openReserved(ctx); err != nil {
+		return err
+	}
 	c.started = true
 	c.stopping.Store(false)
 	c.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)
@@ -161,7 +177,7 @@ func (c *clientCore) start(ctx context.Context) error {
 
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
-	hb := &heartbeater{exec: c.exec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
+	hb := &heartbeater{exec: c.leaseExec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.startMaintenance(serviceCtx)
@@ -195,6 +211,34 @@ func (c *clientCore) start(ctx context.Context) error {
 		}()
 	}
 	return nil
+}
+
+// openReserved opens the lease machinery's reserved connections when the
+// driver can reserve them, and points the machinery at them. Start fails
+// when they cannot be opened rather than share the pool with the handlers
+// unannounced: Config.ReservedConns < 0 chooses that explicitly.
+func (c *clientCore) openReserved(ctx context.Context) error {
+	if c.reserver == nil {
+		return nil
+	}
+	r, err := c.reserver.OpenReserved(ctx, &driver.OpenReservedParams{Conns: c.cfg.ReservedConns})
+	if err != nil {
+		return fmt.Errorf("leasehold: start: open the lease machinery's reserved connections (Config.ReservedConns < 0 shares the pool instead): %w", err)
+	}
+	c.reserved, c.leaseExec = r, r
+	c.completer.exec = r
+	return nil
+}
+
+// closeReserved closes the reserved connections once the services using
+// them have stopped, and points the machinery back at the driver's pool.
+func (c *clientCore) closeReserved() {
+	if c.reserved == nil {
+		return
+	}
+	c.reserved.Close()
+	c.reserved, c.leaseExec = nil, c.exec
+	c.completer.exec = c.exec
 }
 
 func (c *clientCore) goService(ctx context.Context, run func(context.Context)) {
@@ -231,6 +275,7 @@ func (c *clientCore) stop(ctx context.Context) error {
 	}
 	c.serviceCancel()
 	c.serviceWG.Wait()
+	c.closeReserved()
 	c.started = false
 	if err != nil {
 		return fmt.Errorf("leasehold: stop: %w", err)

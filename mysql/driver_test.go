@@ -94,5 +94,10 @@ func TestConformance(t *testing.T) {
 		},
 		CommitTx:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
 		RollbackTx: func(_ context.Context, tx *sql.Tx) error { return tx.Rollback() },
+		NewSized: func(t *testing.T, conns int) driver.Driver[*sql.Tx] {
+			d := newTestDriver(t)
+			d.DB().SetMaxOpenConns(conns)
+			return d
+		},
 	})
 }

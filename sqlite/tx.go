@@ -101,11 +101,11 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		return &txExecutor{executor{d: e.d, q: q, raw: e.raw, tx: st}}, nil
 	}
 
-	release, err := e.d.lockWrites(ctx)
+	conn, release, err := e.lockConn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tx, err := e.d.db.BeginTx(ctx, nil)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("begin transaction: %w", err)
@@ -123,7 +123,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		}
 		return nil
 	})
-	return &txExecutor{executor{d: e.d, q: e.d.txQuerier(tx), raw: tx, tx: st}}, nil
+	return &txExecutor{executor{d: e.d, q: e.txQuerier(tx), raw: tx, tx: st}}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.

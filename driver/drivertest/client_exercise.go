@@ -41,6 +41,7 @@ func exerciseClient[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Retention", testClientRetention[TTx]},
 		{"UniqueOpts", testClientUniqueOpts[TTx]},
 		{"Subscribe", testClientSubscribe[TTx]},
+		{"BusyPool", testClientBusyPool[TTx]},
 	}
 	for _, tc := range tests {
 		t.Run("Client/"+tc.name, func(t *testing.T) {
