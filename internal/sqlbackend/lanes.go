@@ -18,8 +18,9 @@ import (
 // so the reserved connections are the user's pool's own, taken at open and
 // kept until Close. Each call runs on a free lane, waiting for one when all
 // are busy; a transaction from Begin holds its lane until Commit or
-// Rollback. A lane whose connection failed is checked before its next use
-// and replaced (from db) when it is dead; a call that failed with
+// Rollback. A lane whose connection failed, or that was idle for a second
+// or more, is pinged before its next use and replaced (from db) when it is
+// dead, as database/sql checks its pooled connections; a call that failed with
 // driver.ErrBadConn, which means nothing was sent, is retried once on the
 // replacement, as database/sql would on its pool.
 //
@@ -41,12 +42,19 @@ type lane struct {
 	// suspect is set after an error: the connection is pinged before its
 	// next use.
 	suspect bool
+	// used is when the lane was last given back.
+	used time.Time
 }
 
 var _ driver.ReservedExecutor = (*Lanes)(nil)
 
-// pingTimeout bounds the check of a suspect lane's connection.
+// pingTimeout bounds the check of a lane's connection.
 const pingTimeout = 5 * time.Second
+
+// pingIdle is how long a lane may be idle before it is pinged before use: a
+// pinned connection never passes through database/sql's own checks, and
+// the server may have closed it meanwhile (wait_timeout, a restart, KILL).
+const pingIdle = time.Second
 
 // OpenLanes pins n connections of db and returns the executor on them. pool
 // is the executor on db's pool; on returns an executor on one connection,
@@ -62,7 +70,7 @@ func OpenLanes(ctx context.Context, db *sql.DB, n int, pool driver.Executor, on 
 			}
 			return nil, fmt.Errorf("pin reserved connection %d of %d: %w", i+1, n, err)
 		}
-		l.free <- &lane{conn: c}
+		l.free <- &lane{conn: c, used: time.Now()}
 	}
 	return l, nil
 }
@@ -88,7 +96,7 @@ func (l *Lanes) acquire(ctx context.Context) (*lane, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if ln.conn != nil && ln.suspect {
+	if ln.conn != nil && (ln.suspect || time.Since(ln.used) >= pingIdle) {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		err := ln.conn.PingContext(pctx)
 		cancel()
@@ -117,7 +125,7 @@ func (l *Lanes) replace(ctx context.Context, ln *lane) error {
 	if err != nil {
 		return fmt.Errorf("reopen reserved connection: %w", err)
 	}
-	ln.conn, ln.suspect = c, false
+	ln.conn, ln.suspect, ln.used = c, false, time.Now()
 	return nil
 }
 
@@ -126,6 +134,7 @@ func (l *Lanes) release(ln *lane, err error) {
 	if err != nil {
 		ln.suspect = true
 	}
+	ln.used = time.Now()
 	l.free <- ln
 }
 
