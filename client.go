@@ -213,6 +213,9 @@ func (c *clientCore) start(ctx context.Context) error {
 	return nil
 }
 
+// reserveTimeout bounds the opening of the reserved connections at Start.
+const reserveTimeout = 10 * time.Second
+
 // openReserved opens the lease machinery's reserved connections when the
 // driver can reserve them, and points the machinery at them. Start fails
 // when they cannot be opened rather than share the pool with the handlers
@@ -221,9 +224,13 @@ func (c *clientCore) openReserved(ctx context.Context) error {
 	if c.reserver == nil {
 		return nil
 	}
+	// Pinning from a *sql.DB waits for free connections; a pool that has
+	// none to spare must fail Start, not hang it.
+	ctx, cancel := context.WithTimeout(ctx, reserveTimeout)
+	defer cancel()
 	r, err := c.reserver.OpenReserved(ctx, &driver.OpenReservedParams{Conns: c.cfg.ReservedConns})
 	if err != nil {
-		return fmt.Errorf("leasehold: start: open the lease machinery's reserved connections (Config.ReservedConns < 0 shares the pool instead): %w", err)
+		return fmt.Errorf("leasehold: start: reserve connections for the lease machinery (does the pool have them to spare? Config.ReservedConns < 0 shares the pool instead): %w", err)
 	}
 	c.reserved, c.leaseExec = r, r
 	c.completer.exec = r
