@@ -55,6 +55,12 @@ func (c *clientCore) runJob(l *lease) {
 			return
 		}
 	}
+	if l.superseded.Load() {
+		// The job's current lease is another of this client's, with the
+		// same token: a write of this one would pass as that one's.
+		l.end()
+		return
+	}
 	if l.lost.Load() && err != nil {
 		// The handler most likely failed because its lease was lost: that is
 		// an expiry, which the expirer records, not a handler error.

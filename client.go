@@ -114,7 +114,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 	if r, ok := any(d).(driver.Reserver); ok && cfg.ReservedConns >= 0 {
 		core.reserver = r
 	}
-	if n, ok := any(d).(driver.Notifier); ok {
+	if n, ok := driver.NotifierOf(d); ok {
 		core.notifier = n
 		core.ownNotices = newOwnNotices(func(queue string) bool { return core.producers[queue] != nil })
 	}
@@ -138,7 +138,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
-	core.completer = newCompleter(core.exec, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger)
+	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger, &core.stats)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
 	return c, nil
@@ -167,6 +167,9 @@ func (c *clientCore) start(ctx context.Context) error {
 	if _, err := c.exec.Now(ctx); err != nil {
 		return fmt.Errorf("leasehold: start: reach database: %w", err)
 	}
+	if err := c.checkSchema(ctx); err != nil {
+		return err
+	}
 	if err := c.openReserved(ctx); err != nil {
 		return err
 	}
@@ -177,7 +180,7 @@ func (c *clientCore) start(ctx context.Context) error {
 
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
-	hb := &heartbeater{exec: c.leaseExec, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
+	hb := &heartbeater{exec: c.leaseExec, owner: c.owner, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.startMaintenance(serviceCtx)

@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"time"
@@ -187,16 +186,19 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 			o.MaxAttempts = e.opts.MaxAttempts
 		}
 	}
-	if o.MaxAttempts < 1 {
-		return nil, fmt.Errorf("%w: max attempts %d is below 1", ErrInvalidArgs, o.MaxAttempts)
+	if o.MaxAttempts < 1 || o.MaxAttempts > maxAttemptsLimit {
+		return nil, fmt.Errorf("%w: max attempts %d is outside 1 to %d", ErrInvalidArgs, o.MaxAttempts, maxAttemptsLimit)
 	}
 	if o.LeaseTTL < 0 || o.LeaseTTL > 0 && o.LeaseTTL < minLeaseTTL {
 		return nil, fmt.Errorf("%w: lease TTL %s is below the minimum %s", ErrInvalidArgs, o.LeaseTTL, minLeaseTTL)
 	}
+	if o.LeaseTTL > maxLeaseTTL {
+		return nil, fmt.Errorf("%w: lease TTL %s is above the maximum %s", ErrInvalidArgs, o.LeaseTTL, maxLeaseTTL)
+	}
 	if err := validateUniqueKey(o.UniqueKey); err != nil {
 		return nil, err
 	}
-	encoded, err := json.Marshal(args)
+	encoded, err := encodeJSON(args)
 	if err != nil {
 		return nil, fmt.Errorf("%w: marshal args of kind %q: %w", ErrInvalidArgs, kind, err)
 	}
@@ -206,9 +208,12 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 	if hasNULEscape(encoded) {
 		return nil, fmt.Errorf("%w: args of kind %q hold a NUL character (\\u0000), which not every backend can store", ErrInvalidArgs, kind)
 	}
+	if hasLoneSurrogate(encoded) {
+		return nil, fmt.Errorf("%w: args of kind %q hold a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is not a character", ErrInvalidArgs, kind)
+	}
 	metadata := []byte("{}")
 	if len(o.Metadata) > 0 {
-		if metadata, err = json.Marshal(o.Metadata); err != nil {
+		if metadata, err = encodeJSON(o.Metadata); err != nil {
 			return nil, fmt.Errorf("%w: marshal metadata: %w", ErrInvalidArgs, err)
 		}
 		if len(metadata) > c.cfg.MaxArgsBytes {
@@ -216,6 +221,9 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 		}
 		if hasNULEscape(metadata) {
 			return nil, fmt.Errorf("%w: metadata holds a NUL character (\\u0000), which not every backend can store", ErrInvalidArgs)
+		}
+		if hasLoneSurrogate(metadata) {
+			return nil, fmt.Errorf("%w: metadata holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is not a character", ErrInvalidArgs)
 		}
 	}
 	p := &driver.JobInsertParams{

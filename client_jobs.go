@@ -11,24 +11,46 @@ import (
 )
 
 // CompleteTx completes a job inside the caller's transaction, fenced by the
-// job's lease token: the business writes in tx and the completion commit
-// together or not at all. It returns a *LeaseLostError, and writes nothing,
-// when the caller no longer holds the lease; the caller must then roll back.
-// Call it from the handler with the job it was given; the handler should
-// return nil after the commit.
+// job's lease token and this client's lease owner: the business writes in
+// tx and the completion commit together or not at all. It returns a
+// *LeaseLostError, and writes nothing, when the caller no longer holds the
+// lease; the caller must then roll back. Call it from the handler with the
+// job it was given; the handler should return nil after the commit.
+//
+// The completion locks the job's row until tx ends, and the lease is not
+// renewed meanwhile (the renewal would wait on that lock). Where the driver
+// can (driver.TxBounder: package postgres), CompleteTx therefore bounds tx
+// on the database to the lease's remaining time by the local deadline (at
+// least minTxBound): a transaction that is not committed by then is aborted
+// by the server, its row lock freed, and the job is reclaimed when its
+// lease expires. Elsewhere the row lock keeps every other holder out until
+// tx ends (see the backend's package documentation).
 func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.JobRow) error {
 	if job == nil {
 		return fmt.Errorf("%w: job is nil", ErrInvalidArgs)
 	}
 	l := c.core.leases.get(job.ID, job.LeaseToken)
+	if l != nil && !l.sameClaim(job) {
+		// job is of a lease the database forgot and granted again to this
+		// client with the same token: the write would pass as the new one's.
+		c.core.stats.fencedWrites.Add(1)
+		return &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the database granted this job to this client again (a failover rolled it back)"}
+	}
+	bound := c.core.leaseTTL(job, c.core.workers[job.Kind])
 	if l != nil {
+		deadline, _ := l.times()
+		bound = max(time.Until(deadline), minTxBound)
 		// The completion locks the row until tx ends: stop renewing it, so
 		// the heartbeat statement never waits on the caller's transaction.
-		l.completing.Store(true)
+		l.startCompleting(time.Now().Add(bound))
 	}
-	written, err := c.driver.UnwrapExecutor(tx).JobFinish(ctx, &driver.JobFinishParams{Items: []*driver.JobFinish{{
-		ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted,
-	}}})
+	written, err := c.driver.UnwrapExecutor(tx).JobFinish(ctx, &driver.JobFinishParams{
+		Owner:   c.core.owner,
+		TxBound: bound,
+		Items: []*driver.JobFinish{{
+			ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted,
+		}},
+	})
 	if err != nil {
 		if l != nil {
 			l.completing.Store(false)
@@ -37,7 +59,7 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 	}
 	if len(written) == 0 {
 		c.core.stats.fencedWrites.Add(1)
-		lle := &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the fencing token is no longer current or the lease expired"}
+		lle := &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the fencing token is no longer current, the lease owner changed or the lease expired"}
 		if l != nil && l.lose(lle.Reason) {
 			c.core.stats.leasesLost.Add(1)
 		}
@@ -45,6 +67,11 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 	}
 	return nil
 }
+
+// minTxBound is the least time CompleteTx leaves the caller's transaction
+// to commit, even when the local deadline is nearer: enough for a COMMIT's
+// round trip. The completion itself is fenced on the database clock.
+const minTxBound = 100 * time.Millisecond
 
 // Ping checks that the database answers, by reading its clock: the
 // cheapest round trip, for health checks.
@@ -72,7 +99,7 @@ func (c *Client[TTx]) JobGet(ctx context.Context, id int64) (*leasetype.JobRow, 
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: get job %d: %w", id, err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return row, nil
 }
@@ -111,7 +138,7 @@ func (c *Client[TTx]) JobList(ctx context.Context, params *JobListParams) ([]*le
 		States: p.States, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey, BeforeID: p.BeforeID, Limit: p.Limit,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: list jobs: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return rows, nil
 }
@@ -124,7 +151,7 @@ func (c *Client[TTx]) JobAttempts(ctx context.Context, id int64) ([]*leasetype.A
 	}
 	rows, err := c.core.exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: id})
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: get attempts of job %d: %w", id, err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return rows, nil
 }
@@ -231,7 +258,7 @@ func resolveParams(id int64, as Resolution, note string) (*driver.JobSetStatePar
 func (c *Client[TTx]) JobCounts(ctx context.Context) ([]*leasetype.QueueStateCount, error) {
 	counts, err := c.core.exec.JobCountByState(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: count jobs: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return counts, nil
 }
@@ -276,7 +303,7 @@ func (c *Client[TTx]) JobThroughput(ctx context.Context, since time.Time) ([]*le
 func (c *Client[TTx]) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error) {
 	backlog, err := c.core.exec.QueueBacklog(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: measure backlog: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return backlog, nil
 }

@@ -57,7 +57,7 @@ func (c *clientCore) queueSetPaused(ctx context.Context, name string, paused boo
 func (c *Client[TTx]) QueueList(ctx context.Context) ([]*QueueInfo, error) {
 	rows, err := c.core.exec.QueueList(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: list queues: %w", err)
+		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	out := make([]*QueueInfo, len(rows))
 	for i, r := range rows {

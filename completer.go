@@ -26,12 +26,16 @@ import (
 // already free for the next job.
 type completer struct {
 	exec finishExecutor
+	// owner is the client's lease owner, which every outcome write is
+	// fenced by along with the token.
+	owner string
 	// writeMu is shared with the heartbeater: outcomes take it shared, a
 	// renewal exclusively, so a renewal and an outcome never lock rows in
 	// opposite orders.
 	writeMu  *sync.RWMutex
 	maxBatch int
 	logger   *slog.Logger
+	stats    *statsCounters
 
 	// Submitted requests wait in queued until run takes them. A handler
 	// goroutine appends under mu and wakes run only when the queue reaches
@@ -48,11 +52,12 @@ type completer struct {
 }
 
 // finishExecutor is what the completer needs of a driver executor: the
-// batched outcome write, and a read of a job whose completion was refused
-// (CompleteTx may have written it).
+// batched outcome write, and a read of the attempt history of a job whose
+// outcome was refused (CompleteTx, or an earlier try whose commit was lost
+// with the connection, may have written it).
 type finishExecutor interface {
 	JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error)
-	JobGet(ctx context.Context, params *driver.JobGetParams) (*leasetype.JobRow, error)
+	JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error)
 }
 
 // finishRequest is one lease to end and whom to tell the result.
@@ -60,6 +65,10 @@ type finishRequest struct {
 	item  *driver.JobFinish
 	lease *lease
 	done  outcomeWaiter
+	// tried is set once a write of the request failed: it may have
+	// committed all the same (the connection was lost during COMMIT), so a
+	// refusal that follows is read back before it counts as a lost lease.
+	tried bool
 }
 
 // outcomeWaiter is told the result of a finishRequest: nil on success,
@@ -72,8 +81,8 @@ type outcomeWaiter interface {
 // completerFlushers is how many outcome statements may be in flight at once.
 const completerFlushers = 4
 
-func newCompleter(exec finishExecutor, writeMu *sync.RWMutex, maxBatch int, logger *slog.Logger) *completer {
-	return &completer{exec: exec, writeMu: writeMu, maxBatch: maxBatch, logger: logger, wake: make(chan struct{}, 1)}
+func newCompleter(exec finishExecutor, owner string, writeMu *sync.RWMutex, maxBatch int, logger *slog.Logger, stats *statsCounters) *completer {
+	return &completer{exec: exec, owner: owner, writeMu: writeMu, maxBatch: maxBatch, logger: logger, stats: stats, wake: make(chan struct{}, 1)}
 }
 
 // finish submits r; r.done is told its result once it is written or
@@ -192,7 +201,7 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 		}
 		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), callDeadline)
 		c.writeMu.RLock()
-		written, err := c.exec.JobFinish(callCtx, &driver.JobFinishParams{Items: items})
+		written, err := c.exec.JobFinish(callCtx, &driver.JobFinishParams{Owner: c.owner, Items: items})
 		c.writeMu.RUnlock()
 		cancel()
 		if err == nil {
@@ -203,9 +212,18 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 		failed()
 		var keep []*finishRequest
 		for _, r := range batch {
+			r.tried = true
 			deadline, _ := r.lease.times()
 			if time.Now().Before(deadline) {
 				keep = append(keep, r)
+				continue
+			}
+			// The failed write may have committed: one quick read tells.
+			readCtx, cancelRead := context.WithTimeout(context.WithoutCancel(ctx), lastReadTimeout)
+			landed := c.readBack(readCtx, r)
+			cancelRead()
+			if landed {
+				r.done.outcomeWritten(nil)
 				continue
 			}
 			r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()})
@@ -216,9 +234,15 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 	}
 }
 
-// report hands each request its result. A completion that was refused may
-// have been written already by CompleteTx in the handler's own transaction:
-// that is success, not a lost lease.
+// lastReadTimeout bounds the read-back of an outcome whose writes failed
+// until its lease's local deadline.
+const lastReadTimeout = time.Second
+
+// report hands each request its result. An outcome that was refused may
+// have been written already: by CompleteTx in the handler's own
+// transaction, or by an earlier try of this write whose COMMIT was lost
+// with its connection. The job's attempt history tells (readBack); only
+// when it shows no outcome of this lease is the refusal a lost lease.
 func (c *completer) report(ctx context.Context, batch []*finishRequest, written []int64) {
 	ok := make(map[int64]bool, len(written))
 	for _, id := range written {
@@ -229,18 +253,62 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 			r.done.outcomeWritten(nil)
 			continue
 		}
-		if r.item.State == leasetype.JobStateCompleted {
-			row, err := c.exec.JobGet(context.WithoutCancel(ctx), &driver.JobGetParams{ID: r.item.ID})
-			if err == nil && row.State == leasetype.JobStateCompleted && row.LeaseToken == r.item.Token {
-				r.done.outcomeWritten(nil)
-				continue
-			}
-			if err != nil && !errors.Is(err, driver.ErrNotFound) {
-				c.logger.Warn("leasehold: check refused completion", "job_id", r.item.ID, "error", err)
-			}
+		if (r.tried || r.item.State == leasetype.JobStateCompleted || r.lease.completing.Load()) &&
+			c.readBack(context.WithoutCancel(ctx), r) {
+			r.done.outcomeWritten(nil)
+			continue
 		}
-		r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current or the lease expired"})
+		r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current, the lease owner changed or the lease expired"})
 	}
+}
+
+// readBack reports whether r's lease already ended with an outcome of its
+// own: the job's attempt history has a row of r's token and this client's
+// owner that the expirer did not write. r.item then becomes what was
+// written, so that it is counted and reported as what it was, and a
+// write that was ambiguous is logged and counted as such.
+func (c *completer) readBack(ctx context.Context, r *finishRequest) bool {
+	attempts, err := c.exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: r.item.ID})
+	if err != nil {
+		if !errors.Is(err, driver.ErrNotFound) {
+			c.logger.Warn("leasehold: read back refused outcome", "job_id", r.item.ID, "token", r.item.Token, "error", err)
+		}
+		return false
+	}
+	var found *leasetype.AttemptRow
+	for _, a := range attempts {
+		if a.Token == r.item.Token && a.Owner == c.owner && a.Outcome != leasetype.OutcomeLeaseExpired {
+			found = a
+		}
+	}
+	if found == nil {
+		return false
+	}
+	item := r.item
+	completedInTx := r.lease.completing.Load() && found.Outcome == leasetype.OutcomeCompleted
+	switch {
+	case completedInTx && item.State == leasetype.JobStateCompleted:
+		// CompleteTx committed and the handler returned nil: the usual
+		// path, nothing ambiguous.
+		return true
+	case completedInTx:
+		// CompleteTx's transaction committed although the handler reported
+		// an error (most likely its COMMIT's, lost with the connection).
+		c.logger.Warn("leasehold: completion commit ambiguous: job read back as completed by this token",
+			"job_id", item.ID, "token", item.Token, "handler_outcome", string(item.Outcome))
+	default:
+		c.logger.Warn("leasehold: outcome write ambiguous: job read back as written by this token",
+			"job_id", item.ID, "token", item.Token, "outcome", string(found.Outcome))
+	}
+	c.stats.ambiguousCommits.Add(1)
+	switch {
+	case found.Outcome == item.Outcome:
+	case found.Outcome == leasetype.OutcomeCompleted:
+		*item = driver.JobFinish{ID: item.ID, Token: item.Token, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
+	case found.Outcome == leasetype.OutcomeCancelled:
+		item.State, item.Outcome = leasetype.JobStateCancelled, leasetype.OutcomeCancelled
+	}
+	return true
 }
 
 func later(a, b time.Time) time.Time {

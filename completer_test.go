@@ -18,8 +18,8 @@ type finishExec struct {
 	calls chan *finishCall
 }
 
-// JobGet finds no job: a refused completion is then a lost lease.
-func (e *finishExec) JobGet(ctx context.Context, p *driver.JobGetParams) (*leasetype.JobRow, error) {
+// JobAttempts finds no job: a refused completion is then a lost lease.
+func (e *finishExec) JobAttempts(ctx context.Context, p *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
 	return nil, driver.ErrNotFound
 }
 
@@ -52,7 +52,7 @@ type completerHarness struct {
 
 func newCompleterHarness(t *testing.T, maxBatch int) *completerHarness {
 	h := &completerHarness{t: t, exec: &finishExec{calls: make(chan *finishCall, 16)}, done: map[int64]error{}, dones: make(chan int64, 1000)}
-	h.c = newCompleter(h.exec, &sync.RWMutex{}, maxBatch, slog.New(slog.DiscardHandler))
+	h.c = newCompleter(h.exec, "owner", &sync.RWMutex{}, maxBatch, slog.New(slog.DiscardHandler), &statsCounters{})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {

@@ -178,10 +178,12 @@ func (c *Config) validate() error {
 		return bad("ID is %d bytes long (max 64)", len(c.ID))
 	case c.LeaseTTL < minLeaseTTL:
 		return bad("LeaseTTL %s is below the minimum %s", c.LeaseTTL, minLeaseTTL)
+	case c.LeaseTTL > maxLeaseTTL:
+		return bad("LeaseTTL %s is above the maximum %s", c.LeaseTTL, maxLeaseTTL)
 	case c.ExpiryPolicy != leasetype.ExpiryRetry && c.ExpiryPolicy != leasetype.ExpiryStuck:
 		return bad("unknown ExpiryPolicy %q (want retry or stuck)", c.ExpiryPolicy)
-	case c.MaxAttempts < 1:
-		return bad("MaxAttempts %d is below 1", c.MaxAttempts)
+	case c.MaxAttempts < 1 || c.MaxAttempts > maxAttemptsLimit:
+		return bad("MaxAttempts %d is outside 1 to %d", c.MaxAttempts, maxAttemptsLimit)
 	case c.MaxArgsBytes < 1:
 		return bad("MaxArgsBytes %d is below 1", c.MaxArgsBytes)
 	case c.PollInterval < 0 || c.FetchCooldown < 0 || c.WatcherInterval < 0:

@@ -20,10 +20,23 @@ with WorkerOpts.LeaseTTL, per job with InsertOpts.LeaseTTL). Renewals change no
 indexed column, so Postgres applies them as HOT updates.
 
 Every write that ends or extends a lease (heartbeat, completion, failure,
-snooze, release, CompleteTx) is a conditional write that checks the token, that
-the job is running, and that the lease has not expired on the database clock.
-A worker that lost its lease (it was paused past the TTL, partitioned, or the
-job was reclaimed) writes nothing and gets a *LeaseLostError.
+snooze, release, CompleteTx) is a conditional write that checks the token,
+that lease_owner is the writing client's, that the job is running, and that
+the lease has not expired on the database clock. A worker that lost its lease
+(it was paused past the TTL, partitioned, or the job was reclaimed) writes
+nothing and gets a *LeaseLostError.
+
+The owner is checked because a token alone does not survive a failover with
+asynchronous replication: the new primary may lack the last claims the old
+one made, and then issues the same token numbers again to whichever clients
+claim next, while the clients that held them still run. Each client's owner
+is its own ("host:pid:random" for the life of the client), so a database
+that forgot a claim can give its token number to another client but not
+that client's owner, and the stale holder's writes are refused. When it
+gives the job back to the same client, with the same token, that client
+sees it already holds the job: the older handler's context is cancelled
+with a *LeaseLostError and nothing of that lease is written (its CompleteTx
+is refused by its lease time), so the job still runs to one outcome.
 
 The client also keeps a local deadline per lease on the monotonic clock:
 the time the claim or the last successful renewal was sent, plus 90% of the
@@ -73,6 +86,36 @@ is not yet durable as well as the handlers running.
   - Effectively-once business effects with CompleteTx: a handler that writes
     its business effect and calls CompleteTx in one transaction commits both
     or neither, and only while it holds the lease. Retries see the effect.
+    The completion locks the job's row until the transaction ends, so a
+    commit that lands after the lease's expiry lands only while that lock
+    kept every other holder (and the expirer) out: nothing runs the job in
+    between. The transaction is bounded: on Postgres (driver.TxBounder)
+    CompleteTx sets the server's idle-in-transaction, statement and (17+)
+    transaction timeouts, for that transaction only, to the time left
+    before the lease's local deadline (at least 100 ms), so a handler that
+    stalls before COMMIT has its transaction aborted by the server and the
+    job is reclaimed when the lease expires; on every backend, a handler
+    still stalled there once the lease has run out has its context
+    cancelled, which rolls back a database/sql transaction begun with that
+    context (MySQL, MariaDB, SQLite). Not bounded there: a transaction begun
+    with another context, or a process that is frozen (MySQL has no
+    idle-in-transaction timeout; its wait_timeout, 8 hours by default,
+    ends an idle connection; MariaDB's idle_transaction_timeout can be set
+    server-wide), and on SQLite such a transaction holds the write lock of
+    the whole database. A commit whose result the client could not see (the
+    connection dropped during COMMIT, or the handler returned an error after
+    its transaction committed) is read back from the attempt history and
+    counted as the outcome it was (Stats.AmbiguousCommits), not as a lost
+    lease.
+  - Failover: a stale holder is refused even when a rolled-back database
+    issued its token number again (see Leases). What a failover with
+    asynchronous replication can lose is what the new primary never
+    received: a job inserted, or an outcome (completion, CompleteTx
+    transaction) acknowledged, shortly before the failover may be missing
+    afterwards, and then that job runs again (its earlier run's outside
+    effects must be idempotent, as for any retry), or the insert must be
+    retried by the application. Synchronous replication loses nothing
+    acknowledged.
   - Outside effects (a payment provider's API) cannot be in the transaction.
     Make them idempotent with a key that is the same for every attempt of a
     job: Job.IdempotencyKey (the job's unique key if it has one, else its kind
@@ -215,7 +258,8 @@ any job, whoever runs it.
 InsertTx inserts inside the caller's transaction (pgx.Tx with package
 postgres, *sql.Tx with package sqlite): the job exists, and can be claimed,
 only if the transaction commits. CompleteTx completes a job inside the
-caller's transaction, fenced by its token.
+caller's transaction, fenced by its token and owner and bounded by its lease
+(see Guarantees).
 
 # Connections
 
@@ -245,5 +289,51 @@ MariaDB 10.6+ (claims with SELECT ... FOR UPDATE SKIP LOCKED in a short
 transaction, since neither has UPDATE ... RETURNING), polling for new jobs.
 All three pass the conformance suite in package driver/drivertest. Migrations are numbered SQL files in each
 backend's migrations folder, applied with package migrate or your own tool.
+
+# Upgrading
+
+Every replica of a rolling deploy may run `leasehold migrate up` (or
+migrate.Migrator.Up) at once, before it starts its workers: each run takes
+the database's migration lock first (on Postgres a transaction-scoped
+advisory lock keyed on the schema, which works through PgBouncer in
+transaction mode; GET_LOCK on MySQL and MariaDB; the write lock on SQLite)
+and reads the applied migrations only once it holds it. One replica
+migrates; the others wait (10 minutes at most by default:
+migrate.Config.LockTimeout, --lock-timeout), find nothing left, print
+"nothing to do" and exit 0. On Postgres and SQLite a run is one
+transaction: a migration that fails is undone alone and the ones before it
+are kept, and when the final commit fails nothing of the run is. On MySQL
+each migration commits as it runs.
+
+Client.Start checks the schema before it claims anything, with one query:
+
+  - Older than the binary needs (a migration of its driver is not
+    applied): Start returns a *SchemaVersionError matching ErrSchemaOutdated,
+    "leasehold: schema at version 3, this binary needs 4: run `leasehold
+    migrate up`". A new binary deployed before its migrations ran therefore
+    stops at once instead of failing on its first claim.
+  - Newer than the binary knows (a newer binary migrated): allowed only
+    when every migration it does not know is declared compatible with it;
+    Start then logs a warning and runs. Otherwise it returns an error
+    matching ErrSchemaTooNew that names the migration.
+
+A migration declares compatibility with a header line among the leading
+comments of its up file, "-- leasehold:compatible-with N": binaries that
+know version N or later keep working once it is applied (a nullable column
+or an index old code never reads can declare the version before it; a
+change old queries would trip on must not). The migrator records the
+declaration in leasehold_migration with the migration, so an old binary,
+which has never seen the file, can read it. Migrations without the header
+(every migration so far) require a binary that knows them: upgrade by
+running the new binary's `migrate up`, then replacing the old replicas;
+old replicas that restart in between refuse to start with ErrSchemaTooNew
+rather than run against a schema they do not know. `leasehold migrate
+status` lists the migrations, those the binary does not know, and each
+one's declaration.
+
+Insert-only clients never call Start: call Client.CheckSchema at boot to
+apply the same check. A database whose tables were created by another
+migration tool from the .sql files has no leasehold_migration bookkeeping;
+Start then logs a warning and does not check.
 */
 package leasehold

@@ -14,6 +14,7 @@ import (
 // local deadline passes without a successful renewal.
 type heartbeater struct {
 	exec    renewExecutor
+	owner   string // the client's lease owner: renewals are fenced by it and the token
 	leases  *leaseSet
 	writeMu *sync.RWMutex // held exclusively: outcomes, which hold it shared, never interleave their row locks with a renewal's
 	logger  *slog.Logger
@@ -71,7 +72,27 @@ func (h *heartbeater) enforceDeadlines(ctx context.Context) {
 		wait := 50 * time.Millisecond
 		held = h.leases.snapshot(held)
 		for _, l := range held {
-			if l.done.Load() || l.completing.Load() || l.lost.Load() {
+			if l.done.Load() || l.lost.Load() {
+				continue
+			}
+			if l.completing.Load() {
+				// The CompleteTx transaction holds the row; where the
+				// driver bounds it (driver.TxBounder) the database aborts
+				// it at the bound. Once the bound and the local margin
+				// have passed, the lease has run out unless it committed:
+				// cancel a handler still stalled there. database/sql rolls
+				// back a transaction begun with the handler's context
+				// when it is cancelled, which bounds it where the
+				// database does not.
+				stalled := l.completingUntil().Add(l.ttl / 10)
+				if now.Before(stalled) {
+					wait = min(wait, stalled.Sub(now))
+					continue
+				}
+				if l.lose("the CompleteTx transaction was not committed within the lease (the database aborts it)") {
+					h.stats.leasesLost.Add(1)
+					h.logger.Warn("leasehold: lease lost, CompleteTx transaction not committed in time", "job_id", l.row.ID, "token", l.token)
+				}
 				continue
 			}
 			deadline, _ := l.times()
@@ -121,7 +142,7 @@ func (h *heartbeater) tick(ctx context.Context, held []*lease) (time.Time, []*le
 	if len(due) == 0 {
 		return next, held
 	}
-	params := &driver.JobHeartbeatParams{Leases: make([]driver.LeaseRenewal, len(due))}
+	params := &driver.JobHeartbeatParams{Owner: h.owner, Leases: make([]driver.LeaseRenewal, len(due))}
 	for i, l := range due {
 		params.Leases[i] = driver.LeaseRenewal{ID: l.row.ID, Token: l.token, TTL: l.ttl}
 	}
@@ -156,7 +177,7 @@ func (h *heartbeater) tick(ctx context.Context, held []*lease) (time.Time, []*le
 		if l.done.Load() || l.completing.Load() {
 			continue
 		}
-		if l.lose("renewal refused: the fencing token is no longer current or the lease expired") {
+		if l.lose("renewal refused: the fencing token is no longer current, the lease owner changed or the lease expired") {
 			h.stats.leasesLost.Add(1)
 			h.stats.fencedWrites.Add(1)
 			h.logger.Warn("leasehold: lease lost, renewal refused", "job_id", l.row.ID, "token", l.token)

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,14 +31,20 @@ type lease struct {
 	outcome driver.JobFinish
 	request finishRequest
 
-	mu       sync.Mutex
-	deadline time.Time // local deadline (monotonic)
-	lastSent time.Time // when the claim or last successful renewal was sent
-	cancel   context.CancelCauseFunc
+	mu         sync.Mutex
+	deadline   time.Time // local deadline (monotonic)
+	lastSent   time.Time // when the claim or last successful renewal was sent
+	completeBy time.Time // while completing: when the database aborts the CompleteTx transaction
+	cancel     context.CancelCauseFunc
 
 	done       atomic.Bool // handler returned: no more heartbeats
 	completing atomic.Bool // CompleteTx wrote the completion in a user transaction
 	lost       atomic.Bool // lease known lost: write nothing more
+	// superseded: the database granted this job to this client again while
+	// this lease was held, with the same token (it forgot this grant: a
+	// failover rolled it back). Fencing cannot tell the two leases apart,
+	// so this one writes nothing at all.
+	superseded atomic.Bool
 	// cancelRequested: JobCancel was called on the running job; its handler's
 	// context is cancelled with ErrJobCancelled.
 	cancelRequested atomic.Bool
@@ -68,6 +75,23 @@ func (l *lease) renewed(sentAt time.Time) {
 	defer l.mu.Unlock()
 	l.lastSent = sentAt
 	l.deadline = sentAt.Add(l.ttl - l.ttl/10)
+}
+
+// startCompleting marks the lease as completed in a user transaction
+// (CompleteTx) that the database aborts unless it commits by completeBy.
+func (l *lease) startCompleting(completeBy time.Time) {
+	l.mu.Lock()
+	l.completeBy = completeBy
+	l.mu.Unlock()
+	l.completing.Store(true)
+}
+
+// completingUntil returns when the database aborts the CompleteTx
+// transaction of a completing lease.
+func (l *lease) completingUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.completeBy
 }
 
 // times returns the local deadline and the time the next renewal is due.
@@ -109,6 +133,25 @@ func (l *lease) lose(reason string) bool {
 	l.interrupt(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
 	l.lostEvent(reason)
 	return true
+}
+
+// supersede stops a lease the database granted again to this client (see
+// lease.superseded): its handler is cancelled and it writes nothing more.
+func (l *lease) supersede(next *lease) {
+	l.superseded.Store(true)
+	reason := fmt.Sprintf("the database granted this job to this client again (token %d): it forgot this lease, as after a failover that rolled it back", next.token)
+	if l.lose(reason) {
+		l.core.stats.leasesLost.Add(1)
+	}
+	l.core.logger.Error("leasehold: lease superseded: the database granted a job this client holds to it again; the older handler is cancelled and writes nothing",
+		"job_id", l.row.ID, "token", l.token, "new_token", next.token)
+}
+
+// sameClaim reports whether row is the row of l's claim, not of another
+// grant of the job with the same token (see lease.superseded). A row
+// without a lease time cannot be told apart and counts as the same.
+func (l *lease) sameClaim(row *leasetype.JobRow) bool {
+	return row.LeasedAt == nil || l.row.LeasedAt == nil || row.LeasedAt.Equal(*l.row.LeasedAt)
 }
 
 // requestCancel cancels the handler because the job was cancelled from
@@ -168,20 +211,24 @@ func newLeaseSet() *leaseSet {
 	return &leaseSet{byID: map[int64]*lease{}, added: make(chan struct{}, 1)}
 }
 
-func (s *leaseSet) add(l *lease) {
+// add adds l and returns the lease it replaces, one this client still held
+// on the same job (nil when none).
+func (s *leaseSet) add(l *lease) (replaced *lease) {
 	_, renewDue := l.times()
 	s.mu.Lock()
+	replaced = s.byID[l.row.ID]
 	s.byID[l.row.ID] = l
 	kick := s.tickAt.IsZero() || renewDue.Before(s.tickAt)
 	s.mu.Unlock()
 	s.wg.Add(1)
 	if !kick {
-		return
+		return replaced
 	}
 	select {
 	case s.added <- struct{}{}:
 	default:
 	}
+	return replaced
 }
 
 func (s *leaseSet) remove(l *lease) {

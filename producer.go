@@ -301,7 +301,11 @@ func (c *clientCore) startJobs(p *producer, rows []*leasetype.JobRow, sentAt tim
 		entry := c.workers[row.Kind]
 		l := newLease(row, c.leaseTTL(row, entry), entry, sentAt)
 		l.core, l.producer = c, p
-		c.leases.add(l)
+		if old := c.leases.add(l); old != nil && old.token == l.token {
+			// Another token means the older lease is simply stale, fenced
+			// by the database; the same token means the database forgot it.
+			old.supersede(l)
+		}
 		p.handlers.run(l, work)
 	}
 }

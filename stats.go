@@ -33,6 +33,14 @@ type Stats struct {
 	LeasesLost int64 `json:"leases_lost"`
 	// FencedWrites counts this client's writes refused by the fencing check.
 	FencedWrites int64 `json:"fenced_writes"`
+	// AmbiguousCommits counts outcomes whose commit this client could not
+	// see but found committed when it read the job back: a CompleteTx
+	// transaction that committed although the handler then returned an
+	// error (its COMMIT lost with the connection, say), or an outcome
+	// write of the client's own that failed and whose retry was refused
+	// because the first try had landed. Each is counted as the outcome it
+	// was (Completed, Failed, ...), not as a lost lease.
+	AmbiguousCommits int64 `json:"ambiguous_commits"`
 	// Expired counts expired leases (of any client) this client's expirer reclaimed.
 	Expired int64 `json:"expired"`
 	// HeartbeatStatements counts batched renewal statements sent.
@@ -58,7 +66,7 @@ type statsCounters struct {
 	claimed, completed, failed, discarded, cancelled, snoozed, released atomic.Int64
 	leasesLost, fencedWrites, expired, heartbeats, handlerNanos         atomic.Int64
 	cancelRequests, periodicEnqueued, pruned, eventsDropped             atomic.Int64
-	notificationsSilent                                                 atomic.Int64
+	notificationsSilent, ambiguousCommits                               atomic.Int64
 }
 
 func (s *statsCounters) observeDuration(d time.Duration) { s.handlerNanos.Add(int64(d)) }
@@ -90,6 +98,7 @@ func (s *statsCounters) snapshot() Stats {
 		Expired: s.expired.Load(), HeartbeatStatements: s.heartbeats.Load(),
 		CancelRequests: s.cancelRequests.Load(), PeriodicEnqueued: s.periodicEnqueued.Load(), Pruned: s.pruned.Load(),
 		NotificationsSilent: s.notificationsSilent.Load(),
+		AmbiguousCommits:    s.ambiguousCommits.Load(),
 		EventsDropped:       s.eventsDropped.Load(),
 		HandlerTime:         time.Duration(s.handlerNanos.Load()),
 	}

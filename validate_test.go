@@ -138,3 +138,45 @@ func TestHasNULEscape(t *testing.T) {
 		}
 	}
 }
+
+func TestHasLoneSurrogate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json string
+		want bool
+	}{
+		{`{"a":"\ud800"}`, true},
+		{`{"a":"\udc00"}`, true},
+		{`{"a":"\ud800x"}`, true},
+		{`{"a":"\ud800\u0041"}`, true},
+		{`{"a":"\ud83d\ude00"}`, false}, // a pair: 😀
+		{`{"a":"\\ud800"}`, false},      // an escaped backslash, then text
+		{`{"\ud800":1}`, true},          // keys are strings too
+		{`{"a":"\u00e9"}`, false},
+		{`{"a":"plain"}`, false},
+		{`{"a":"\"\ud800"}`, true},
+	} {
+		if got := hasLoneSurrogate([]byte(tc.json)); got != tc.want {
+			t.Errorf("hasLoneSurrogate(%s) = %v, want %v", tc.json, got, tc.want)
+		}
+	}
+}
+
+func TestEncodeJSONKeepsHTMLCharacters(t *testing.T) {
+	t.Parallel()
+	got, err := encodeJSON(map[string]string{"url": "https://x/?a=1&b=<2>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"url":"https://x/?a=1&b=<2>"}`; string(got) != want {
+		t.Fatalf("encodeJSON = %s, want %s", got, want)
+	}
+}
+
+func TestValidateNameShowsTheCharacter(t *testing.T) {
+	t.Parallel()
+	err := validateName("queue", "zürich")
+	if err == nil || !strings.Contains(err.Error(), `'ü' at byte 1`) || !strings.Contains(err.Error(), "ASCII letters") {
+		t.Fatalf("validateName(zürich) = %v, want the real character and ASCII named", err)
+	}
+}

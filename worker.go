@@ -136,10 +136,12 @@ func (o WorkerOpts) validate(kind string) error {
 		return fmt.Errorf("%w: worker %q: LeaseTTL %s is negative", ErrInvalidConfig, kind, o.LeaseTTL)
 	case o.LeaseTTL > 0 && o.LeaseTTL < minLeaseTTL:
 		return fmt.Errorf("%w: worker %q: LeaseTTL %s is below the minimum %s", ErrInvalidConfig, kind, o.LeaseTTL, minLeaseTTL)
+	case o.LeaseTTL > maxLeaseTTL:
+		return fmt.Errorf("%w: worker %q: LeaseTTL %s is above the maximum %s", ErrInvalidConfig, kind, o.LeaseTTL, maxLeaseTTL)
 	case o.ExpiryPolicy != "" && o.ExpiryPolicy != leasetype.ExpiryRetry && o.ExpiryPolicy != leasetype.ExpiryStuck:
 		return fmt.Errorf("%w: worker %q: unknown ExpiryPolicy %q (want retry or stuck)", ErrInvalidConfig, kind, o.ExpiryPolicy)
-	case o.MaxAttempts < 0:
-		return fmt.Errorf("%w: worker %q: MaxAttempts %d is negative", ErrInvalidConfig, kind, o.MaxAttempts)
+	case o.MaxAttempts < 0 || o.MaxAttempts > maxAttemptsLimit:
+		return fmt.Errorf("%w: worker %q: MaxAttempts %d is outside 0 to %d", ErrInvalidConfig, kind, o.MaxAttempts, maxAttemptsLimit)
 	case o.Timeout < 0:
 		return fmt.Errorf("%w: worker %q: Timeout %s is negative", ErrInvalidConfig, kind, o.Timeout)
 	case o.GlobalLimit < 0:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,10 +24,16 @@ import (
 )
 
 // TestBrowser drives the dashboard in a real headless Chromium against
-// SQLite with real data: the pages render, the live refresh swaps content
-// without a reload, and retrying a stuck job through the browser changes the
-// database. Set LEASEHOLD_DASHBOARD_SCREENSHOTS to a directory to keep
-// screenshots of the pages.
+// SQLite with real data: the browser signs in through the login page with
+// the bearer token, every page lays out at 1440 px and at 390 px without the
+// page overflowing sideways (and at 1440 px without the main tables
+// scrolling), the live refresh swaps content without a reload, and
+// resolving a stuck job through the browser changes the database.
+//
+// Set LEASEHOLD_DASHBOARD_SCREENSHOTS to a directory to keep screenshots of
+// every page at both widths (dashboard-<page>-<width>.png):
+//
+//	mkdir -p /tmp/shots && LEASEHOLD_DASHBOARD_SCREENSHOTS=/tmp/shots go test -count=1 -run 'TestBrowser$' ./dashboard/
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	chromium, err := exec.LookPath("chromium")
@@ -35,6 +42,16 @@ func TestBrowser(t *testing.T) {
 	}
 
 	e := newEnv(t, newSQLite(t))
+	// A queue with a long name and a backlog in the thousands, to stretch
+	// the tables; inserted first, so the newest jobs are the varied ones.
+	var backlog []*driver.JobInsertParams
+	for i := range 12345 {
+		backlog = append(backlog, &driver.JobInsertParams{Kind: "settle", Queue: "settlement-eu-west-1", Priority: 1,
+			EncodedArgs: fmt.Appendf(nil, `{"n":%d}`, i), Metadata: []byte(`{}`), MaxAttempts: 5})
+	}
+	if _, err := e.exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{Jobs: backlog}); err != nil {
+		t.Fatal(err)
+	}
 	s := e.seed()
 	later := time.Now().Add(time.Hour)
 	for i := range 12 { // some history for the throughput chart
@@ -63,24 +80,46 @@ func TestBrowser(t *testing.T) {
 	j := e.claimOne("ledger", time.Minute, nil, ledger)
 	for range 2 {
 		time.Sleep(40 * time.Millisecond)
-		if _, err := e.exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Leases: []driver.LeaseRenewal{{ID: ledger, Token: j.LeaseToken, TTL: time.Minute}}}); err != nil {
+		if _, err := e.exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Owner: testOwner, Leases: []driver.LeaseRenewal{{ID: ledger, Token: j.LeaseToken, TTL: time.Minute}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(40 * time.Millisecond)
 	e.finish(ledger, leasetype.JobStateCompleted, leasetype.OutcomeCompleted, "", nil)
 
-	if _, err := e.exec.PeriodicEnsure(t.Context(), &driver.PeriodicEnsureParams{
+	nightly, err := e.exec.PeriodicEnsure(t.Context(), &driver.PeriodicEnsureParams{
 		Name: "reports.nightly", Spec: "0 3 * * *", NextRunAt: time.Now().Add(5 * time.Hour).UTC(),
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Its last job went to the bulk queue, which is paused.
+	leader, err := e.exec.LeaderAttempt(t.Context(), &driver.LeaderParams{Name: "periodic", Owner: "test-leader", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.exec.PeriodicAdvance(t.Context(), &driver.PeriodicAdvanceParams{
+		Name: nightly.Name, From: nightly.NextRunAt, Next: nightly.NextRunAt.Add(24 * time.Hour), SlotAt: time.Now().UTC(),
+		LastJobID: e.insert("email", "bulk", `{"n":"nightly"}`, "", nil), LeaderName: "periodic", LeaderToken: leader.Token,
+	}); err != nil || !ok {
+		t.Fatalf("PeriodicAdvance: %v, %v", ok, err)
+	}
+	if err := e.client.QueuePause(t.Context(), "bulk"); err != nil {
+		t.Fatal(err)
+	}
+	// A dead job and a job a year ahead.
+	dead := e.insert(chargeKind, "payments", `{"amount":900}`, "", nil)
+	e.claimOne("payments", time.Minute, nil, dead)
+	e.finish(dead, leasetype.JobStateDiscarded, leasetype.OutcomeFailed, "psp: card declined (do_not_honor); not retried", nil)
+	nextYear := time.Now().Add(400 * 24 * time.Hour)
+	e.insert("report", "reports", `{"year":2027}`, "", &nextYear)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: e.handler(&dashboard.Options{RefreshInterval: time.Second}), ReadHeaderTimeout: 5 * time.Second}
+	const token = "browser-test-token-0123456789"
+	srv := &http.Server{Handler: e.handler(&dashboard.Options{RefreshInterval: time.Second, BearerToken: token}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	base := "http://" + ln.Addr().String()
@@ -158,11 +197,13 @@ func TestBrowser(t *testing.T) {
 		return n
 	}
 	shots := os.Getenv("LEASEHOLD_DASHBOARD_SCREENSHOTS")
+	width := int64(1440)
 	screenshot := func(name string) {
 		t.Helper()
 		if shots == "" {
 			return
 		}
+		name = fmt.Sprintf("%s-%d", name, width)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
@@ -172,10 +213,100 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
+	// Sign in: a page asked for without a session leads to the login page,
+	// a wrong token is refused, the right one comes back to the page.
+	run("open the stuck page signed out", chromedp.Navigate(base+"/stuck"), chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)))
+	if got := eval(`location.pathname === "/login" && location.search === "?next=%2Fstuck" ? 1 : 0`); got != 1 {
+		t.Errorf("signed out, /stuck did not lead to /login?next=%%2Fstuck")
+	}
+	screenshot("login")
+	run("sign in with a wrong token",
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), "not-the-token-at-all"),
+		chromedp.Click(chromedp.CSS(`form.login button`)),
+		chromedp.WaitVisible(chromedp.CSS("p.flash.bad")),
+	)
+	if got := text("p.flash.bad"); got != "Wrong token." {
+		t.Errorf("wrong token says %q", got)
+	}
+	// The refused sign-in answers 401, which the console reports; that one
+	// is expected.
+	mu.Lock()
+	consoleErrors = slices.DeleteFunc(consoleErrors, func(m string) bool { return strings.Contains(m, "status of 401") })
+	mu.Unlock()
+	run("sign in",
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), token),
+		chromedp.Click(chromedp.CSS(`form.login button`)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#job-%d", s.stuck))),
+	)
+	if got := eval(`location.pathname === "/stuck" ? 1 : 0`); got != 1 {
+		t.Error("after signing in the browser is not back on /stuck")
+	}
+
+	// Every page at a desktop and a phone width: nothing overflows the page
+	// sideways, the header's links stay on screen, and at 1440 px the main
+	// tables fit without scrolling, the overview's lag column in view.
+	pages := []struct{ name, path, wait string }{
+		{"overview", "/", "table.queues"},
+		{"jobs", "/jobs", "table.grid tbody tr"},
+		{"job", fmt.Sprintf("/jobs/%d", ledger), "table.attempts"},
+		{"job-retryable", fmt.Sprintf("/jobs/%d", s.retryable), "table.attempts"},
+		{"job-stuck", fmt.Sprintf("/jobs/%d", s.stuck), "form.resolve"},
+		{"running", "/running", "td.left"},
+		{"stuck", "/stuck", "form.resolve"},
+		{"discarded", "/discarded", "table.grid tbody tr"},
+		{"schedules", "/schedules", "table.schedules"},
+	}
+	for _, w := range []int64{1440, 390} {
+		width = w
+		run(fmt.Sprintf("set the viewport to %d px", w), chromedp.EmulateViewport(w, 900))
+		for _, pg := range pages {
+			run(fmt.Sprintf("open %s at %d px", pg.name, w), chromedp.Navigate(base+pg.path), chromedp.WaitVisible(chromedp.CSS(pg.wait)))
+			if over := eval(`document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+				t.Errorf("%s at %d px: the page is %d px wider than the window", pg.name, w, over)
+			}
+			if off := eval(`Math.max(0, ...Array.from(document.querySelectorAll("header.top a, header.top button")).map(a => Math.ceil(a.getBoundingClientRect().right - window.innerWidth)))`); off > 0 {
+				t.Errorf("%s at %d px: a header link ends %d px past the window", pg.name, w, off)
+			}
+			if w == 1440 {
+				if n := eval(`Array.from(document.querySelectorAll("main table.grid")).filter(t => t.parentElement.scrollWidth > t.parentElement.clientWidth + 1).length`); n > 0 {
+					t.Errorf("%s at %d px: %d tables scroll sideways", pg.name, w, n)
+				}
+			}
+			screenshot(pg.name)
+		}
+		run("back to the overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("th.lag")))
+		if w == 1440 {
+			if off := eval(`Math.ceil(document.querySelector("table.queues th.lag").getBoundingClientRect().right - window.innerWidth)`); off > 0 {
+				t.Errorf("at 1440 px the overview's lag column ends %d px past the window", off)
+			}
+		} else {
+			// On a phone the columns an operator acts on stay in view: the
+			// queue's lag, a running job's time left and its Cancel.
+			if off := eval(`Math.ceil(document.querySelector("table.queues th.lag").getBoundingClientRect().right - window.innerWidth)`); off > 0 {
+				t.Errorf("at %d px the overview's lag column ends %d px past the window", w, off)
+			}
+			run("open running at 390 px", chromedp.Navigate(base+"/running"), chromedp.WaitVisible(chromedp.CSS("td.left")))
+			if off := eval(`Math.ceil(document.querySelector("td.cancel").getBoundingClientRect().right - window.innerWidth)`); off > 0 {
+				t.Errorf("at %d px the running page's Cancel column ends %d px past the window", w, off)
+			}
+			run("open a job at 390 px", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, ledger)), chromedp.WaitVisible(chromedp.CSS("table.attempts")))
+			if off := eval(`Math.ceil(document.querySelector("table.attempts td.err").getBoundingClientRect().right - window.innerWidth)`); off > 0 {
+				t.Errorf("at %d px the attempts' error column ends %d px past the window", w, off)
+			}
+			run("back to the overview at 390 px", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("th.lag")))
+			// On a phone the nav wraps below the brand instead of running off.
+			if rows := eval(`new Set(Array.from(document.querySelectorAll("header.top nav a")).map(a => Math.round(a.getBoundingClientRect().top))).size`); rows < 2 {
+				t.Errorf("at %d px the nav links sit on %d row(s), want them wrapped", w, rows)
+			}
+		}
+	}
+	width = 1440
+	run("back to a desktop viewport", chromedp.EmulateViewport(1440, 1000))
+
 	// Overview.
 	run("open the overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("table.queues")))
 	main := text("main")
-	for _, want := range []string{"Overview", "payments", "bulk", "reports", "Throughput", "Client counters"} {
+	for _, want := range []string{"Overview", "payments", "bulk", "reports", "Throughput", "Client counters", "All queues", "12,345", "held"} {
 		if !strings.Contains(main, want) {
 			t.Errorf("overview does not show %q:\n%s", want, main)
 		}
@@ -186,8 +317,6 @@ func TestBrowser(t *testing.T) {
 	if got := text("#live-toggle"); got != "Live" {
 		t.Errorf("live toggle says %q", got)
 	}
-	screenshot("overview")
-
 	// Live refresh: new work shows up without a reload.
 	eval(`window.__noReload = 1`)
 	e.insert("email", "arrived-live", `{}`, "", nil)
@@ -201,7 +330,6 @@ func TestBrowser(t *testing.T) {
 	if n := eval(`document.querySelectorAll("table.grid tbody tr").length`); n < 15 {
 		t.Errorf("job list shows %d rows", n)
 	}
-	screenshot("jobs")
 
 	// A job with its attempt timeline.
 	run("open a job", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, s.retryable)), chromedp.WaitVisible(chromedp.CSS("svg.timeline")))
@@ -211,7 +339,6 @@ func TestBrowser(t *testing.T) {
 	if got := text("pre.err"); !strings.Contains(got, `<script>alert("error")</script>`) {
 		t.Errorf("the error text is not shown as text: %q", got)
 	}
-	screenshot("job-retryable")
 	run("open a job with history", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", base, ledger)), chromedp.WaitVisible(chromedp.CSS("svg.timeline")))
 	if n := eval(`document.querySelectorAll("svg.timeline rect.held").length`); n != 3 {
 		t.Errorf("the timeline of job %d shows %d leases, want 3", ledger, n)
@@ -219,14 +346,12 @@ func TestBrowser(t *testing.T) {
 	if n := eval(`document.querySelectorAll("table.attempts tbody tr").length`); n != 3 {
 		t.Errorf("the attempts table of job %d has %d rows, want 3", ledger, n)
 	}
-	screenshot("job")
 
 	// Running jobs.
 	run("open running", chromedp.Navigate(base+"/running"), chromedp.WaitVisible(chromedp.CSS("td.left")))
 	if got := text("td.left"); !strings.HasSuffix(got, "s") {
 		t.Errorf("lease time left %q", got)
 	}
-	screenshot("running")
 	// Cancel the running job: the request is recorded, the row says so.
 	cancelBtn := fmt.Sprintf(`form[action="/jobs/%d/cancel"] button`, s.running)
 	run("click cancel",
@@ -247,27 +372,27 @@ func TestBrowser(t *testing.T) {
 
 	// The periodic schedules.
 	run("open schedules", chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(chromedp.CSS("table.schedules")))
-	if got := text("table.schedules tbody"); !strings.Contains(got, "reports.nightly") || !strings.Contains(got, "0 3 * * *") || !strings.Contains(got, "in ") {
+	if got := text("table.schedules tbody"); !strings.Contains(got, "reports.nightly") || !strings.Contains(got, "0 3 * * *") ||
+		!strings.Contains(got, "in ") || !strings.Contains(got, "bulk paused") {
 		t.Errorf("schedules table: %q", got)
 	}
-	screenshot("schedules")
 
-	// Stuck jobs: retry one through the browser.
+	// Stuck jobs: resolve one for a retry through the browser, with a note.
 	card := fmt.Sprintf("#job-%d", s.stuck)
 	run("open stuck", chromedp.Navigate(base+"/stuck"), chromedp.WaitVisible(chromedp.CSS(card)))
 	if got := text(card); !strings.Contains(got, chargeKind) || !strings.Contains(got, testOwner) || !strings.Contains(got, stuckKey) {
 		t.Errorf("stuck card: %q", got)
 	}
-	screenshot("stuck")
-	run("click retry",
-		chromedp.Click(chromedp.CSS(card+` form[action$="/retry"] button`)),
+	run("resolve for a retry",
+		chromedp.SendKeys(chromedp.CSS(card+` input[name="note"]`), "PSP has no charge for pay-42"),
+		chromedp.Click(chromedp.CSS(card+` form[action$="/resolve"] button[value="retry"]`)),
 		chromedp.WaitVisible(chromedp.CSS("p.flash")),
 	)
-	if got := text("p.flash"); got != fmt.Sprintf("Job %d is available again.", s.stuck) {
+	if got := text("p.flash"); got != fmt.Sprintf("Job %d was resolved for a retry (available).", s.stuck) {
 		t.Errorf("flash %q", got)
 	}
-	if j := e.job(s.stuck); j.State != leasetype.JobStateAvailable && j.State != leasetype.JobStateCompleted {
-		t.Errorf("after the click the job is %s, want available", j.State)
+	if j := e.job(s.stuck); (j.State != leasetype.JobStateAvailable && j.State != leasetype.JobStateCompleted) || !strings.Contains(j.LastError, "PSP has no charge") {
+		t.Errorf("after the click the job is %s with last error %q, want available with the note", j.State, j.LastError)
 	}
 	if n := eval(fmt.Sprintf(`document.querySelectorAll(%q).length`, card)); n != 0 {
 		t.Error("the retried job is still listed as stuck")
@@ -283,11 +408,18 @@ func TestBrowser(t *testing.T) {
 	if got := text("p.flash"); !strings.HasPrefix(got, "Queue reports is paused") {
 		t.Errorf("flash %q", got)
 	}
-	if infos, err := e.client.QueueList(t.Context()); err != nil || len(infos) != 1 || infos[0].Name != "reports" || !infos[0].Paused {
-		t.Errorf("after the click QueueList = %v, %v; want reports paused", infos, err)
+	if infos, err := e.client.QueueList(t.Context()); err != nil || len(infos) != 2 || infos[1].Name != "reports" || !infos[1].Paused {
+		t.Errorf("after the click QueueList = %v, %v; want bulk and reports paused", infos, err)
 	}
 	run("see the resume button", chromedp.WaitVisible(chromedp.CSS(`form[action="/queues/reports/resume"] button`)))
 	screenshot("overview-paused")
+
+	// Sign out: the session is gone, pages lead to the login page again.
+	run("sign out",
+		chromedp.Click(chromedp.CSS(`form.signout button`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+	)
+	run("open the overview signed out", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)))
 
 	mu.Lock()
 	defer mu.Unlock()

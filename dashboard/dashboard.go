@@ -79,8 +79,22 @@ type Options struct {
 	// http.StripPrefix.
 	BasePath string
 	// BearerToken, when set, is accepted in an "Authorization: Bearer"
-	// header. Requests need it or BasicAuth when either is set.
+	// header, and on the login page ({BasePath}/login), which gives the
+	// browser a session cookie: browsers asking for a page without
+	// credentials are sent there, other requests get 401. Requests need it
+	// or BasicAuth when either is set. It must be at least MinTokenLen
+	// bytes; a random one: openssl rand -hex 16.
 	BearerToken string
+	// SessionTTL is how long a browser stays signed in after entering the
+	// bearer token on the login page; default DefaultSessionTTL (12 h).
+	// The session cookie is signed with a key derived from the token:
+	// changing the token signs every browser out.
+	SessionTTL time.Duration
+	// SecureCookies marks the session and CSRF cookies Secure on every
+	// response, not only on requests that came over TLS: set it when a
+	// proxy terminates TLS in front of the dashboard. Leave it off to sign
+	// in over plain HTTP (on loopback), where a Secure cookie is not kept.
+	SecureCookies bool
 	// BasicAuth, when set, is accepted as HTTP basic authentication; browsers
 	// prompt for it.
 	BasicAuth *BasicAuth
@@ -98,16 +112,18 @@ func (o *Options) HasAuth() bool {
 	return o != nil && (o.BearerToken != "" || o.BasicAuth != nil)
 }
 
-// handler is the dashboard. It holds no mutable state: the CSRF secret lives
-// in each browser's cookie.
+// handler is the dashboard. Its only mutable state is the count of failed
+// sign-ins: the CSRF secret and the session live in each browser's cookies.
 type handler struct {
-	src       Source
-	opts      Options
-	mux       *http.ServeMux
-	pages     map[string]*template.Template
-	assetHash map[string]string // static file name -> short content hash, to bust caches
-	cop       *http.CrossOriginProtection
-	now       func() time.Time
+	src        Source
+	opts       Options
+	sessionKey []byte // derived from the bearer token; nil without one
+	limiter    loginLimiter
+	mux        *http.ServeMux
+	pages      map[string]*template.Template
+	assetHash  map[string]string // static file name -> short content hash, to bust caches
+	cop        *http.CrossOriginProtection
+	now        func() time.Time
 }
 
 // New returns the dashboard for src. opts may be nil; it is copied, never
@@ -143,6 +159,21 @@ func (h *handler) defaults() error {
 			return fmt.Errorf("dashboard: base path %q must be a plain path", o.BasePath)
 		}
 		o.BasePath = strings.TrimRight(o.BasePath, "/")
+	}
+	if o.BearerToken != "" && len(o.BearerToken) < MinTokenLen {
+		return fmt.Errorf("dashboard: the bearer token is %d bytes; use at least %d (a random one: openssl rand -hex 16)", len(o.BearerToken), MinTokenLen)
+	}
+	if o.BearerToken != strings.TrimSpace(o.BearerToken) {
+		return errors.New("dashboard: the bearer token starts or ends with white space")
+	}
+	if o.SessionTTL < 0 || (o.SessionTTL > 0 && o.SessionTTL < time.Minute) {
+		return fmt.Errorf("dashboard: session TTL %s is below 1m", o.SessionTTL)
+	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.BearerToken != "" {
+		h.sessionKey = sessionKey(o.BearerToken)
 	}
 	if o.BasicAuth != nil && (o.BasicAuth.Username == "" || o.BasicAuth.Password == "") {
 		return errors.New("dashboard: basic auth needs a user name and a password")
@@ -185,6 +216,10 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /stuck", h.page(h.stuck))
 	m.HandleFunc("GET /schedules", h.page(h.schedules))
 	m.HandleFunc("GET /static/{name}", h.static)
+	m.HandleFunc("GET "+loginPath, h.login)
+	m.HandleFunc("POST "+loginPath, h.login)
+	m.HandleFunc("POST /logout", h.logout)
+	m.HandleFunc("GET /discarded", h.page(h.discarded))
 	m.HandleFunc("POST /jobs/{id}/{action}", h.action)
 	// A queue name may hold "/": forms escape it as %2F, which the mux
 	// keeps inside the one segment.
@@ -194,9 +229,15 @@ func (h *handler) routes() {
 }
 
 // ServeHTTP authenticates the request, sets the security headers and routes it.
+// The login page, sign-out and the static assets (the public style sheet,
+// script and icon the login page needs) are served without credentials.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
-	if !h.authenticate(r) {
+	if ok, _ := h.opts.authenticate(r, h.now()); !ok && !public(r) {
+		if h.opts.BearerToken != "" && wantsPage(r) {
+			h.toLogin(w, r)
+			return
+		}
 		h.challenge(w)
 		return
 	}
@@ -206,6 +247,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// public reports whether a request needs no credentials.
+func public(r *http.Request) bool {
+	p := r.URL.Path
+	return p == loginPath || (p == "/logout" && r.Method == http.MethodPost) ||
+		(strings.HasPrefix(p, "/static/") && (r.Method == http.MethodGet || r.Method == http.MethodHead))
 }
 
 // base returns the path the handler is mounted under, without a trailing

@@ -8,8 +8,8 @@ browser with filters and paging, each job's detail with its attempt timeline,
 the running jobs with their lease time left and a Cancel button that asks
 the worker holding a job to stop it (the job then shows "cancellation
 requested" until it ends cancelled), the stuck jobs that wait for
-reconciliation, with the actions to settle them, and the periodic schedules
-with their next run, last run and last job. The overview shows which
+reconciliation, with the actions to settle them, the discarded (dead) jobs,
+and the periodic schedules with their next run, last run and last job. The overview shows which
 queues are paused and pauses or resumes a queue for every client. Pages are rendered on the
 server with html/template; a small embedded script refreshes the page's
 content every few seconds without reloading it, and stops while the tab is
@@ -30,7 +30,15 @@ a queue is a POST that must carry the page's CSRF token (a random value kept in 
 SameSite=Strict cookie and repeated in the form, compared in constant time);
 cross-origin browser requests are refused as well. Options.BearerToken and
 Options.BasicAuth require authentication on every request, compared in
-constant time. Options.ReadOnly hides the actions and refuses every POST.
+constant time; the token must be at least MinTokenLen bytes. With a token, a
+browser asking for a page without credentials is sent to the login page
+({BasePath}/login), which takes the token once and sets a session cookie
+(HttpOnly, SameSite=Strict, Secure over TLS or with Options.SecureCookies,
+for Options.SessionTTL): an expiry signed with HMAC-SHA256 under a key
+derived from the token, so no state is kept, a restart with the same token
+keeps sessions and a new token ends them all. Other requests without
+credentials get 401 with WWW-Authenticate. Options.Authenticate applies the
+same check to other handlers, such as /metrics. Options.ReadOnly hides the actions and refuses every POST.
 Responses carry a Content-Security-Policy without 'unsafe-inline' (the
 script and the style sheet are served by the handler), frame-ancestors
 'none' and X-Content-Type-Options nosniff. Use ListenCheck before serving

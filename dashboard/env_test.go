@@ -164,7 +164,7 @@ func (e *env) claimOne(queue string, ttl time.Duration, stuckKinds []string, wan
 func (e *env) finish(id int64, state leasetype.JobState, outcome leasetype.AttemptOutcome, errText string, at *time.Time) {
 	e.t.Helper()
 	job := e.job(id)
-	written, err := e.exec.JobFinish(context.Background(), &driver.JobFinishParams{Items: []*driver.JobFinish{{
+	written, err := e.exec.JobFinish(context.Background(), &driver.JobFinishParams{Owner: testOwner, Items: []*driver.JobFinish{{
 		ID: id, Token: job.LeaseToken, State: state, Outcome: outcome, Error: errText, ScheduledAt: at, CountError: errText != "",
 	}}})
 	if err != nil || len(written) != 1 {

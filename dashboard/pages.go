@@ -43,8 +43,13 @@ func stateCounts() []stateCount {
 type overviewData struct {
 	Queues []*queueRow
 	Totals []stateCount
-	Chart  *barChart
-	Stats  leasehold.Stats
+	// Total counts every job; Claimable the claimable jobs of the queues
+	// that are not paused, OldestAge the oldest of those.
+	Total     int64
+	Claimable int64
+	OldestAge time.Duration
+	Chart     *barChart
+	Stats     leasehold.Stats
 }
 
 func (h *handler) overview(r *http.Request, p *pageData) error {
@@ -101,6 +106,11 @@ func (h *handler) overview(r *http.Request, p *pageData) error {
 	}
 	slices.SortFunc(d.Queues, func(a, b *queueRow) int { return strings.Compare(a.Queue, b.Queue) })
 	for _, qr := range d.Queues {
+		d.Total += qr.Total
+		if !qr.Paused && qr.Available > 0 {
+			d.Claimable += qr.Available
+			d.OldestAge = max(d.OldestAge, qr.OldestAge)
+		}
 		qr.Chart = throughputChart(tp, qr.Queue, p.Now, true)
 	}
 	d.Chart = throughputChart(tp, "", p.Now, false)
@@ -346,6 +356,11 @@ func (h *handler) stuck(r *http.Request, p *pageData) error {
 	return h.stateFilter(r, p, leasetype.JobStateStuck)
 }
 
+func (h *handler) discarded(r *http.Request, p *pageData) error {
+	p.template, p.Title, p.Nav = "discarded", "Discarded", "discarded"
+	return h.stateFilter(r, p, leasetype.JobStateDiscarded)
+}
+
 type jobData struct {
 	Job      *leasetype.JobRow
 	Attempts []*leasetype.AttemptRow
@@ -377,7 +392,9 @@ func (h *handler) job(r *http.Request, p *pageData) error {
 		d.CanRetry = job.State != leasetype.JobStateAvailable
 		d.CanCancel = true
 	case leasetype.JobStateStuck:
-		d.CanRetry, d.CanCancel, d.CanResolve = true, true, true
+		// Resolving is the way out of stuck, with a note; "run it again"
+		// is one of its choices, so no bare Retry competes with it.
+		d.CanCancel, d.CanResolve = true, true
 	case leasetype.JobStateRunning:
 		d.CanCancelRunning = job.CancelRequestedAt == nil
 	case leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled:
@@ -426,6 +443,11 @@ type scheduleRow struct {
 	// Overdue reports a next run more than overdueAfter in the past: no
 	// leader enqueues the schedule's slots.
 	Overdue bool
+	// Queue is the queue of the last job (schedules do not store theirs),
+	// "" when unknown; QueuePaused reports that it is paused, so the
+	// schedule's jobs wait.
+	Queue       string
+	QueuePaused bool
 }
 
 type schedulesData struct {
@@ -442,6 +464,14 @@ func (h *handler) schedules(r *http.Request, p *pageData) error {
 	if err != nil {
 		return err
 	}
+	control, err := h.src.QueueList(ctx)
+	if err != nil {
+		return err
+	}
+	paused := map[string]bool{}
+	for _, c := range control {
+		paused[c.Name] = c.Paused
+	}
 	d := &schedulesData{}
 	for i, row := range rows {
 		sr := &scheduleRow{PeriodicSchedule: row, Overdue: p.Now.Sub(row.NextRunAt) > overdueAfter}
@@ -457,6 +487,7 @@ func (h *handler) schedules(r *http.Request, p *pageData) error {
 				return err
 			default:
 				sr.LastJob = job
+				sr.Queue, sr.QueuePaused = job.Queue, paused[job.Queue]
 			}
 		}
 		d.Schedules = append(d.Schedules, sr)

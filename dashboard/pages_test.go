@@ -31,9 +31,8 @@ func TestOverview(t *testing.T) {
 		)
 		// The default queue has two claimable jobs; the reports job is not due.
 		row := regexp.MustCompile(`(?s)<tr>\s*<td><a class="mono" href="/jobs\?queue=default">default</a></td>.*?</tr>`).FindString(res.body)
-		cells := regexp.MustCompile(`<td class="num[^"]*">([^<]*)</td>`).FindAllStringSubmatch(row, -1)
-		if len(cells) < 3 || cells[len(cells)-2][1] != "2" {
-			t.Errorf("default queue row: want 2 claimable, cells %q in\n%s", cells, row)
+		if m := regexp.MustCompile(`<td class="num claimable">([^<]*)</td>`).FindStringSubmatch(row); m == nil || m[1] != "2" {
+			t.Errorf("default queue row: want 2 claimable, got %q in\n%s", m, row)
 		}
 	})
 }
@@ -146,7 +145,7 @@ func TestJobDetail(t *testing.T) {
 			"&#34;trace&#34;: &#34;t-1&#34;", // metadata
 			`<svg class="timeline"`, `class="held oc-completed"`, `class="window"`,
 			`<span class="badge oc-completed">completed</span>`,
-			testOwner, fmt.Sprintf(`<td class="num mono">%d</td>`, j.LeaseToken),
+			testOwner, fmt.Sprintf(`<td class="num mono opt">%d</td>`, j.LeaseToken),
 			fmt.Sprintf("email:%d", s.completed), // the idempotency key
 			`action="/jobs/`+fmt.Sprint(s.completed)+`/retry"`,
 		)
@@ -158,8 +157,10 @@ func TestJobDetail(t *testing.T) {
 		mustNotContain(t, "running job", res.body, "/retry\"", "/discard\"", "/resolve\"")
 
 		res = e.get(fmt.Sprintf("/jobs/%d", s.stuck))
-		mustContain(t, "stuck job", res.body, `class="held oc-expired"`, "lease_expired", "/retry\"", "/cancel\"", "/discard\"",
-			`action="/jobs/`+fmt.Sprint(s.stuck)+`/resolve"`, `value="succeeded"`, `value="failed"`, stuckKey)
+		mustContain(t, "stuck job", res.body, `class="held oc-expired"`, "lease_expired", "/cancel\"", "/discard\"",
+			`action="/jobs/`+fmt.Sprint(s.stuck)+`/resolve"`, `value="succeeded"`, `value="failed"`, `value="retry"`, stuckKey)
+		// Resolving is the way out: no bare Retry competes with it.
+		mustNotContain(t, "stuck job", res.body, "/retry\"")
 
 		res = e.get(fmt.Sprintf("/jobs/%d", s.available))
 		mustContain(t, "available job", res.body, "No lease has ended yet.", "/cancel\"", "/discard\"")
@@ -191,8 +192,14 @@ func TestRunningAndStuckPages(t *testing.T) {
 			t.Fatalf("stuck jobs %v, want [%d]", got, s.stuck)
 		}
 		id := fmt.Sprint(s.stuck)
-		mustContain(t, "stuck", res.body, `action="/jobs/`+id+`/retry"`, `action="/jobs/`+id+`/cancel"`,
-			`action="/jobs/`+id+`/resolve"`, `name="note"`, `name="next" value="/stuck"`, testOwner, stuckKey)
+		mustContain(t, "stuck", res.body, `action="/jobs/`+id+`/cancel"`,
+			`action="/jobs/`+id+`/resolve"`, `name="note"`, `name="next" value="/stuck"`, testOwner, stuckKey,
+			// the resolve actions carry the weight: filled buttons, first
+			`value="succeeded" class="btn ok solid"`, `value="failed" class="btn danger solid"`, `value="retry" class="btn plain"`)
+		mustNotContain(t, "stuck", res.body, `action="/jobs/`+id+`/retry"`, `class="btn " data-confirm`)
+		if strings.Index(res.body, `/resolve"`) > strings.Index(res.body, `/cancel"`) {
+			t.Error("on the stuck page Cancel comes before the resolve actions")
+		}
 	})
 }
 

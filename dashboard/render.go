@@ -28,6 +28,7 @@ type pageData struct {
 	Base     string
 	CSRF     string
 	ReadOnly bool
+	SignedIn bool  // by the login page's session cookie: offer to sign out
 	Refresh  int64 // live refresh interval in ms; 0 is off
 	Now      time.Time
 	Flash    string
@@ -57,15 +58,30 @@ func sourceError(err error) error {
 	case errors.As(err, &he):
 		return err
 	case errors.Is(err, leasehold.ErrNotFound):
-		return &httpError{code: http.StatusNotFound, msg: err.Error()}
+		return &httpError{code: http.StatusNotFound, msg: onePrefix(err.Error())}
 	case errors.Is(err, leasehold.ErrJobState):
-		return &httpError{code: http.StatusConflict, msg: err.Error()}
+		return &httpError{code: http.StatusConflict, msg: onePrefix(err.Error())}
 	case errors.Is(err, leasehold.ErrInvalidArgs):
-		return &httpError{code: http.StatusBadRequest, msg: err.Error()}
+		return &httpError{code: http.StatusBadRequest, msg: onePrefix(err.Error())}
 	case errors.Is(err, context.Canceled):
 		return &httpError{code: 499, msg: "request cancelled"}
 	}
-	return &httpError{code: http.StatusInternalServerError, msg: err.Error()}
+	return &httpError{code: http.StatusInternalServerError, msg: onePrefix(err.Error())}
+}
+
+// onePrefix drops a wrapping prefix repeated by two layers ("leasehold:
+// list jobs: list jobs: ..." becomes "leasehold: list jobs: ..."), so the
+// error page says each step once.
+func onePrefix(msg string) string {
+	parts := strings.Split(msg, ": ")
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		if p == out[len(out)-1] {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
 }
 
 type pageFunc func(r *http.Request, p *pageData) error
@@ -74,6 +90,7 @@ func (h *handler) newPage(w http.ResponseWriter, r *http.Request) *pageData {
 	p := &pageData{
 		Base: h.base(r), CSRF: h.csrfToken(w, r), ReadOnly: h.opts.ReadOnly, Now: h.clock(r.Context()).UTC(),
 	}
+	_, p.SignedIn = h.opts.authenticate(r, h.now())
 	if h.opts.RefreshInterval > 0 {
 		p.Refresh = h.opts.RefreshInterval.Milliseconds()
 	}
@@ -131,12 +148,39 @@ func (h *handler) renderError(w http.ResponseWriter, r *http.Request, p *pageDat
 	if e.code == 499 {
 		return // the client is gone
 	}
+	if e.code == http.StatusInternalServerError {
+		e = h.explainSchema(r.Context(), e)
+	}
 	if e.code >= 500 {
 		h.opts.Logger.Error("dashboard: request failed", "path", r.URL.Path, "error", e.msg)
 	}
 	p.template, p.Title = "error", http.StatusText(e.code)
 	p.Data = &errorData{Code: e.code, Status: http.StatusText(e.code), Msg: e.msg}
 	h.render(w, r, e.code, p)
+}
+
+// SchemaChecker is implemented by a Source that can compare the database's
+// schema with the one it needs (*leasehold.Client does: CheckSchema).
+type SchemaChecker interface {
+	// CheckSchema returns an error saying what to run when the schema is
+	// missing, older than needed, or newer and incompatible.
+	CheckSchema(ctx context.Context) error
+}
+
+// explainSchema turns a failed page into the reason an operator can act on
+// when the schema is the cause ("run `leasehold migrate up`"), instead of a
+// raw "no such table".
+func (h *handler) explainSchema(ctx context.Context, e *httpError) *httpError {
+	sc, ok := h.src.(SchemaChecker)
+	if !ok {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := sc.CheckSchema(ctx); errors.Is(err, leasehold.ErrSchemaOutdated) || errors.Is(err, leasehold.ErrSchemaTooNew) {
+		return &httpError{code: http.StatusServiceUnavailable, msg: onePrefix(err.Error())}
+	}
+	return e
 }
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
@@ -149,6 +193,7 @@ func (h *handler) parseTemplates() error {
 		"states":     leasetype.JobStates,
 		"time":       fmtTime,
 		"rel":        relTime,
+		"stamp":      stamp,
 		"dur":        fmtDuration,
 		"left":       leaseLeft,
 		"pretty":     prettyJSON,
@@ -161,7 +206,7 @@ func (h *handler) parseTemplates() error {
 		"pathEscape": url.PathEscape,
 	}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "schedules", "error"} {
+	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "discarded", "schedules", "login", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("dashboard: parse template %s: %w", name, err)
@@ -215,7 +260,12 @@ func timeOf(v any) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// relTime says how far a time is from now: "3m 5s ago", "in 20s".
+// farFuture is how far ahead a time may be and still be said as "in ...":
+// past it, "in 400d 3h" says less than the date. A week is still "in 6d 23h".
+const farFuture = 7 * 24 * time.Hour
+
+// relTime says how far a time is from now: "3m 5s ago", "in 20s"; a time
+// more than farFuture ahead is its date: "on 2027-03-01 09:00Z".
 func relTime(v any, now time.Time) string {
 	t, ok := timeOf(v)
 	if !ok {
@@ -225,7 +275,25 @@ func relTime(v any, now time.Time) string {
 	if d >= 0 {
 		return fmtDuration(d) + " ago"
 	}
+	if -d > farFuture {
+		return "on " + t.UTC().Format("2006-01-02 15:04Z")
+	}
 	return "in " + fmtDuration(-d)
+}
+
+// stamp is a time short enough for a table column: the time of day when
+// it falls on now's date (UTC), else the date and time; fmtTime gives the
+// full form for a title.
+func stamp(v any, now time.Time) string {
+	t, ok := timeOf(v)
+	if !ok {
+		return "—"
+	}
+	t, now = t.UTC(), now.UTC()
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return t.Format("15:04:05Z")
+	}
+	return t.Format("2006-01-02 15:04:05Z")
 }
 
 // leaseLeft is the time left on a lease, on the database clock when the

@@ -55,34 +55,6 @@ func setSecurityHeaders(hdr http.Header) {
 	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 
-// authenticate reports whether the request carries valid credentials, or
-// none are needed. Secrets are compared as SHA-256 digests in constant time,
-// so neither their content nor their length leaks through timing.
-func (h *handler) authenticate(r *http.Request) bool {
-	if !h.opts.HasAuth() {
-		return true
-	}
-	authz := r.Header.Get("Authorization")
-	if h.opts.BearerToken != "" {
-		if scheme, tok, ok := strings.Cut(authz, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			if secretEqual(strings.TrimSpace(tok), h.opts.BearerToken) {
-				return true
-			}
-		}
-	}
-	if ba := h.opts.BasicAuth; ba != nil {
-		if user, pass, ok := r.BasicAuth(); ok {
-			// Both compared every time, so a right user name is not faster.
-			u := secretEqual(user, ba.Username)
-			p := secretEqual(pass, ba.Password)
-			if u && p {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func (h *handler) challenge(w http.ResponseWriter) {
 	if h.opts.BasicAuth != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="leasehold", charset="UTF-8"`)
@@ -122,7 +94,7 @@ func (h *handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 	tok := hex.EncodeToString(b)
 	http.SetCookie(w, &http.Cookie{
 		Name: csrfCookie, Value: tok, Path: h.base(r) + "/",
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteStrictMode,
 	})
 	return tok
 }

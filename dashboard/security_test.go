@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/dashboard"
 	"github.com/leasehold/leasehold/leasetype"
@@ -190,8 +191,8 @@ func TestCSRF(t *testing.T) {
 func TestAuth(t *testing.T) {
 	onBoth(t, func(t *testing.T, e *env) {
 		e.seed()
-		both := e.handler(&dashboard.Options{BearerToken: "s3cret-token", BasicAuth: &dashboard.BasicAuth{Username: "ops", Password: "pa55"}})
-		bearer := e.handler(&dashboard.Options{BearerToken: "s3cret-token"})
+		both := e.handler(&dashboard.Options{BearerToken: "s3cret-token-long-enough", BasicAuth: &dashboard.BasicAuth{Username: "ops", Password: "pa55"}})
+		bearer := e.handler(&dashboard.Options{BearerToken: "s3cret-token-long-enough"})
 		for name, tc := range map[string]struct {
 			h     http.Handler
 			setup func(r *http.Request)
@@ -199,18 +200,18 @@ func TestAuth(t *testing.T) {
 			chal  string
 		}{
 			"none":                     {both, func(r *http.Request) {}, 401, "Basic"},
-			"bearer":                   {both, func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-token") }, 200, ""},
-			"bearer lower":             {both, func(r *http.Request) { r.Header.Set("Authorization", "bearer s3cret-token") }, 200, ""},
+			"bearer":                   {both, func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-token-long-enough") }, 200, ""},
+			"bearer lower":             {both, func(r *http.Request) { r.Header.Set("Authorization", "bearer s3cret-token-long-enough") }, 200, ""},
 			"wrong bearer":             {both, func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-tokeN") }, 401, "Basic"},
 			"prefix bearer":            {both, func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret") }, 401, "Basic"},
 			"basic":                    {both, func(r *http.Request) { r.SetBasicAuth("ops", "pa55") }, 200, ""},
 			"wrong password":           {both, func(r *http.Request) { r.SetBasicAuth("ops", "pass") }, 401, "Basic"},
 			"wrong user":               {both, func(r *http.Request) { r.SetBasicAuth("root", "pa55") }, 401, "Basic"},
-			"bearer only, basic given": {bearer, func(r *http.Request) { r.SetBasicAuth("ops", "s3cret-token") }, 401, "Bearer"},
+			"bearer only, basic given": {bearer, func(r *http.Request) { r.SetBasicAuth("ops", "s3cret-token-long-enough") }, 401, "Bearer"},
 			"bearer only, none":        {bearer, func(r *http.Request) {}, 401, "Bearer"},
-			"bearer only, ok":          {bearer, func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-token") }, 200, ""},
+			"bearer only, ok":          {bearer, func(r *http.Request) { r.Header.Set("Authorization", "Bearer s3cret-token-long-enough") }, 200, ""},
 		} {
-			for _, path := range []string{"/", "/stuck", "/static/app.css"} {
+			for _, path := range []string{"/", "/stuck", "/jobs/1", "/discarded"} {
 				r := httptest.NewRequest(http.MethodGet, path, nil)
 				tc.setup(r)
 				res := do(t, tc.h, r)
@@ -221,6 +222,11 @@ func TestAuth(t *testing.T) {
 					t.Errorf("%s: WWW-Authenticate %q", name, res.hdr.Get("WWW-Authenticate"))
 				}
 			}
+		}
+		// The static assets are public: the login page needs them, and they
+		// hold no data.
+		if res := do(t, both, httptest.NewRequest(http.MethodGet, "/static/app.css", nil)); res.code != 200 {
+			t.Errorf("GET /static/app.css without credentials = %d, want 200", res.code)
 		}
 		// An unauthenticated POST is refused before anything else.
 		r := httptest.NewRequest(http.MethodPost, "/jobs/1/retry", nil)
@@ -395,10 +401,19 @@ func TestNewOptions(t *testing.T) {
 	for _, opts := range []*dashboard.Options{
 		{BasePath: "ops"}, {BasePath: "//evil"}, {BasePath: `/a"b`},
 		{BasicAuth: &dashboard.BasicAuth{Username: "ops"}}, {RefreshInterval: 10},
+		{BearerToken: "s3cret"}, {BearerToken: strings.Repeat("x", dashboard.MinTokenLen-1)},
+		{BearerToken: " padded-token-of-enough-length"}, {SessionTTL: time.Second}, {SessionTTL: -time.Hour},
 	} {
 		if _, err := dashboard.New(e.client, opts); err == nil {
 			t.Errorf("New(%+v) accepted bad options", opts)
 		}
+	}
+	_, err := dashboard.New(e.client, &dashboard.Options{BearerToken: "s3cret"})
+	if err == nil || !strings.Contains(err.Error(), "6 bytes; use at least 16") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("New with a short token: %v; want the length and the minimum, not the token", err)
+	}
+	if _, err := dashboard.New(e.client, &dashboard.Options{BearerToken: strings.Repeat("x", dashboard.MinTokenLen)}); err != nil {
+		t.Errorf("New with a %d-byte token: %v", dashboard.MinTokenLen, err)
 	}
 	if _, err := dashboard.New(nil, nil); err == nil {
 		t.Error("New(nil) accepted no source")

@@ -5,8 +5,11 @@
 //
 // Every lease-bearing write a driver performs is a single conditional write:
 // the row changes only while the caller's fencing token is the job's current
-// token, the job is running, and its lease has not expired on the database
-// clock. All lease arithmetic uses the database clock, never the caller's.
+// token, the caller's owner is the job's lease owner, the job is running, and
+// its lease has not expired on the database clock. The owner is what a
+// database rolled back by a failover cannot hand to another client: it may
+// issue a token number again, but each claiming client has an owner of its
+// own. All lease arithmetic uses the database clock, never the caller's.
 package driver
 
 import (
@@ -95,16 +98,18 @@ type Executor interface {
 	// heartbeat fields are reset; ExpiryPolicy is ExpiryStuck for StuckKinds
 	// and ExpiryRetry otherwise.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*leasetype.JobRow, error)
-	// JobHeartbeat renews leases in one statement: each job whose token
-	// matches, that is running and whose lease has not expired gets
+	// JobHeartbeat renews leases in one statement: each job whose token and
+	// lease owner match, that is running and whose lease has not expired gets
 	// LeaseUntil = now + TTL, HeartbeatAt = now and Heartbeats + 1. It returns
 	// the IDs renewed; a job missing from the result has lost its lease. It
 	// touches no indexed column.
 	JobHeartbeat(ctx context.Context, params *JobHeartbeatParams) ([]int64, error)
-	// JobFinish ends leases. For each item whose token matches, that is
-	// running and whose lease has not expired, it sets the new state and
-	// appends the attempt row, atomically. It returns the IDs written; an
-	// item missing from the result wrote nothing (its lease was lost).
+	// JobFinish ends leases. For each item whose token and lease owner
+	// match, that is running and whose lease has not expired, it sets the new
+	// state and appends the attempt row, atomically. It returns the IDs
+	// written; an item missing from the result wrote nothing (its lease was
+	// lost). In a caller's transaction (UnwrapExecutor) with TxBound set, a
+	// driver that implements TxBounder first bounds that transaction.
 	JobFinish(ctx context.Context, params *JobFinishParams) ([]int64, error)
 	// JobExpire reclaims up to Limit running jobs whose lease expired on the
 	// database clock. Each one's Expiries grows by one; it becomes stuck when
@@ -334,6 +339,10 @@ func (p ClaimPosition) Compare(q ClaimPosition) int {
 
 // JobHeartbeatParams renews leases.
 type JobHeartbeatParams struct {
+	// Owner is the caller's lease owner, the JobClaimParams.Owner it claimed
+	// the jobs with. A lease whose job has another owner is not renewed,
+	// whatever its token.
+	Owner string
 	// Leases are the leases to renew.
 	Leases []LeaseRenewal
 }
@@ -350,8 +359,28 @@ type LeaseRenewal struct {
 
 // JobFinishParams ends leases.
 type JobFinishParams struct {
+	// Owner is the caller's lease owner, the JobClaimParams.Owner it claimed
+	// the jobs with. An item whose job has another owner writes nothing,
+	// whatever its token.
+	Owner string
 	// Items are the leases to end.
 	Items []*JobFinish
+	// TxBound, when > 0 and the executor runs in a caller's transaction,
+	// asks a driver that implements TxBounder to make the database abort
+	// that transaction unless it commits within TxBound of the call: the
+	// completion holds the job's row lock until the transaction ends, and
+	// a stalled caller must not hold it past its lease. A bound already
+	// tighter in the transaction is kept. Other executors and drivers
+	// ignore it.
+	TxBound time.Duration
+}
+
+// TxBounder is implemented by drivers whose JobFinish honours
+// JobFinishParams.TxBound.
+type TxBounder interface {
+	// BoundsTx reports whether the database this driver talks to aborts a
+	// caller's transaction that outlives JobFinishParams.TxBound.
+	BoundsTx() bool
 }
 
 // JobFinish ends one lease.

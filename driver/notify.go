@@ -45,3 +45,27 @@ type SenderTracker interface {
 	// session runs anything else.
 	Unsent(sender int64, queue string)
 }
+
+// NotifierSwitch is implemented by a Notifier that can be configured not to
+// listen (the postgres driver with Options.DisableListen, for a database
+// reached only through a transaction-mode pooler, where LISTEN loses
+// notifications). A driver whose Notifies reports false is treated as one
+// without the Notifier capability: its clients poll.
+type NotifierSwitch interface {
+	// Notifies reports whether ListenInserts may be used.
+	Notifies() bool
+}
+
+// NotifierOf returns d's Notifier capability: d as a Notifier, unless it is
+// not one or it is a NotifierSwitch whose Notifies reports false. Clients
+// and wrappers of drivers look the capability up with it.
+func NotifierOf(d any) (Notifier, bool) {
+	n, ok := d.(Notifier)
+	if !ok {
+		return nil, false
+	}
+	if s, ok := d.(NotifierSwitch); ok && !s.Notifies() {
+		return nil, false
+	}
+	return n, true
+}

@@ -197,6 +197,8 @@ func New(opts *Options) *Collector {
 			func(s leasehold.Stats) int64 { return s.LeasesLost }),
 		counter("leasehold_fenced_writes_rejected_total", "Writes of this client refused by the fencing-token check.",
 			func(s leasehold.Stats) int64 { return s.FencedWrites }),
+		counter("leasehold_ambiguous_commits_total", "Outcomes whose commit this client could not see and found committed when it read the job back.",
+			func(s leasehold.Stats) int64 { return s.AmbiguousCommits }),
 		counter("leasehold_leases_expired_total", "Expired leases (of any client) reclaimed by this client's expirer.",
 			func(s leasehold.Stats) int64 { return s.Expired }),
 		counter("leasehold_heartbeat_statements_total", "Batched lease renewal statements this client sent.",

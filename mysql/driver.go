@@ -4,8 +4,8 @@
 // Neither server has UPDATE ... RETURNING (MariaDB only from 11), so every
 // lease-bearing write is a short transaction: a locking read (SELECT ... FOR
 // UPDATE, with SKIP LOCKED for claims and expiries) that applies the whole
-// condition — fencing token, state running, lease unexpired on the database
-// clock — and locks the rows it returns, then the UPDATE of exactly those
+// condition — fencing token and lease owner, state running, lease unexpired
+// on the database clock — and locks the rows it returns, then the UPDATE of exactly those
 // rows, then the attempt rows or the read-back. No other transaction can
 // change a locked row in between, so the condition still holds when the row
 // is written: the write is as conditional as Postgres's single statement.

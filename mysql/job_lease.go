@@ -77,12 +77,14 @@ const jsonLeases = `JSON_TABLE(?, '$[*]' COLUMNS (
 	l_token BIGINT PATH '$.token',
 	l_ttl_us BIGINT PATH '$.ttl_us')) AS l`
 
-// jobHeartbeatPickSQL locks the leases of ?1 that are still held: token
-// matches, running, not expired.
+// jobHeartbeatPickSQL locks the leases of the first argument that are still
+// held by the lease owner of the second: token and owner match, running,
+// not expired. The statements that follow a pick write only the rows it
+// locked.
 const jobHeartbeatPickSQL = `SELECT j.id, ` + nowExpr + `
 FROM ` + jsonLeases + `
 JOIN leasehold_job j ON j.id = l.l_id
-WHERE j.lease_token = l.l_token AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
+WHERE j.lease_token = l.l_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
 FOR UPDATE`
 
 // jobHeartbeatSQL renews the leases of the first argument (those the pick
@@ -105,11 +107,12 @@ const jsonFinish = `JSON_TABLE(?, '$[*]' COLUMNS (
 	f_error LONGTEXT PATH '$.error',
 	f_scheduled_at VARCHAR(32) PATH '$.scheduled_at')) AS f`
 
-// jobFinishPickSQL locks the items of ?1 whose lease is still held.
+// jobFinishPickSQL locks the items of the first argument whose lease is
+// still held by the lease owner of the second.
 const jobFinishPickSQL = `SELECT j.id, ` + nowExpr + `
 FROM ` + jsonFinish + `
 JOIN leasehold_job j ON j.id = f.f_id
-WHERE j.lease_token = f.f_token AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
+WHERE j.lease_token = f.f_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
 FOR UPDATE`
 
 // finishCancelled tells whether an item's outcome gives way to a
@@ -376,7 +379,7 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	}
 	var renewed []int64
 	err = e.write(ctx, func(q querier) error {
-		ids, now, err := pick(ctx, q, jobHeartbeatPickSQL, string(leasesJSON))
+		ids, now, err := pick(ctx, q, jobHeartbeatPickSQL, string(leasesJSON), params.Owner)
 		if err != nil || len(ids) == 0 {
 			renewed = nil
 			return err
@@ -436,6 +439,14 @@ var finishStates = []leasetype.JobState{
 	leasetype.JobStateCancelled, leasetype.JobStateAvailable, leasetype.JobStateScheduled,
 }
 
+// JobFinish ignores params.TxBound. MySQL has no idle-in-transaction
+// timeout, and the session variables that come near (MariaDB's
+// idle_transaction_timeout, wait_timeout) last for the session, past the
+// caller's transaction, on a pooled connection the driver does not
+// control. A caller's transaction that holds a completion holds the job's
+// row lock until it ends: the expirer skips the locked row, and no other
+// holder can write it.
+//
 // JobFinish ends the leases of params.Items in one transaction of three
 // statements whatever the batch size: a locking read of the leases still
 // held, one INSERT ... SELECT of their attempt rows and one UPDATE ... JOIN
@@ -474,7 +485,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	var written []int64
 	err = e.write(ctx, func(q querier) error {
 		written = []int64{}
-		ids, now, err := pick(ctx, q, jobFinishPickSQL, string(itemsJSON))
+		ids, now, err := pick(ctx, q, jobFinishPickSQL, string(itemsJSON), params.Owner)
 		if err != nil || len(ids) == 0 {
 			return err
 		}

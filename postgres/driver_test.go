@@ -126,7 +126,7 @@ func TestHeartbeatIsHOT(t *testing.T) {
 	const beats = 5
 	lease := driver.LeaseRenewal{ID: jobs[0].ID, Token: jobs[0].LeaseToken, TTL: time.Minute}
 	for range beats {
-		ids, err := exec.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.LeaseRenewal{lease}})
+		ids, err := exec.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Owner: "w", Leases: []driver.LeaseRenewal{lease}})
 		if err != nil || len(ids) != 1 {
 			t.Fatalf("heartbeat = %v, %v; want the job renewed", ids, err)
 		}

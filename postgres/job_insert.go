@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
@@ -86,7 +86,7 @@ WHERE unique_key = ANY($1::text[]) AND ` + uniqueKeyHeld
 // notifyInsertsSQL wakes the listeners of each queue in $1. Postgres delivers
 // the notifications when the transaction commits.
 const notifyInsertsSQL = `
-SELECT pg_notify('leasehold_insert', q) FROM unnest($1::text[]) AS q`
+SELECT pg_notify('` + insertChannel + `', q) FROM unnest($1::text[]) AS q`
 
 // jobCopyColumns are the columns JobInsertFast copies; the rest take their
 // defaults.
@@ -206,14 +206,20 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 		kinds       = make([]string, n)
 		queues      = make([]string, n)
 		priorities  = make([]int32, n)
-		args        = make([][]byte, n)
-		metadata    = make([][]byte, n)
+		args        = make([]json.RawMessage, n)
+		metadata    = make([]json.RawMessage, n)
 		uniqueKeys  = make([]pgtype.Text, n)
 		maxAttempts = make([]int32, n)
 		ttls        = make([]pgtype.Int8, n)
 		scheduled   = make([]pgtype.Timestamptz, n)
 		uniqueFin   = make([]int16, n)
 	)
+	// args and metadata go as json.RawMessage, not []byte: the modes that
+	// describe the statement (pgx's default) send them as jsonb[] in binary
+	// either way, but the modes that do not (exec, simple_protocol, as used
+	// behind PgBouncer) pick the type from the Go value, and would send
+	// []byte as bytea, which the jsonb[] cast then refuses (22P02). A
+	// json.RawMessage is sent as json, which casts to jsonb.
 	for k, i := range which {
 		p := params[i]
 		kinds[k] = p.Kind
@@ -410,20 +416,79 @@ func (s *sender) unsent() {
 // connection goes back to the pool only after fn's notices that may not have
 // gone out are withdrawn (every Sending when fn fails). Otherwise fn runs on
 // e with a nil sender.
+//
+// Behind a connection pooler (behindPooler) the session's process ID is the
+// pooler's, not that of the server backend that sends the notice, so the
+// sender cannot be known: fn runs on the pool with a sender that reports
+// poolerSender, which no notice carries. The client then does not recognise
+// its own notices (one extra claim per insert, which finds nothing) and still
+// sees when none arrive at all (leasehold's silence warning).
 func (e *executor) withSender(ctx context.Context, tracker driver.SenderTracker, fn func(*executor, *sender) error) error {
-	pool, ok := e.db.(*pgxpool.Pool)
-	if !ok || tracker == nil {
+	if e.drv == nil || tracker == nil {
 		return fn(e, nil)
 	}
-	conn, err := pool.Acquire(ctx)
+	if e.drv.pooler.Load() == poolerYes {
+		return e.runSender(fn, &sender{tracker: tracker, pid: poolerSender}, e)
+	}
+	conn, err := e.drv.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("insert jobs: acquire connection: %w", translateError(err))
 	}
 	defer conn.Release()
-	s := &sender{tracker: tracker, pid: int64(conn.Conn().PgConn().PID())}
-	err = fn(&executor{db: conn}, s)
+	pid := conn.Conn().PgConn().PID()
+	if e.drv.pooler.Load() == 0 {
+		pooled, err := e.drv.detectPooler(ctx, conn.Conn(), pid)
+		if err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		if pooled {
+			return e.runSender(fn, &sender{tracker: tracker, pid: poolerSender}, e)
+		}
+	}
+	return e.runSender(fn, &sender{tracker: tracker, pid: int64(pid)}, &executor{db: e.drv.q.wrap(conn)})
+}
+
+// runSender runs fn on on with s, and withdraws s's notices when fn fails.
+func (e *executor) runSender(fn func(*executor, *sender) error, s *sender, on *executor) error {
+	err := fn(on, s)
 	if err != nil {
 		s.unsent()
 	}
 	return err
+}
+
+// poolerSender is the sender of inserts made through a connection pooler:
+// no notice carries it (backend process IDs are positive).
+const poolerSender = -1
+
+// Values of Driver.pooler.
+const (
+	poolerNo  = 1
+	poolerYes = 2
+)
+
+// backendPIDSQL reads the server backend's process ID.
+const backendPIDSQL = `SELECT pg_backend_pid()`
+
+// detectPooler finds out, once per driver, whether the pool's connections go
+// through a connection pooler: a session whose process ID (pid, from the
+// connection's start-up) is not the server backend's that runs its
+// statements. PgBouncer hands out process IDs of its own. It logs the
+// finding at Info when it is a pooler.
+func (d *Driver) detectPooler(ctx context.Context, conn *pgx.Conn, pid uint32) (bool, error) {
+	var backend uint32
+	if err := conn.QueryRow(ctx, backendPIDSQL).Scan(&backend); err != nil {
+		return false, fmt.Errorf("read backend process ID: %w", translateError(err))
+	}
+	if backend == pid {
+		d.pooler.CompareAndSwap(0, poolerNo)
+		return false, nil
+	}
+	if d.pooler.CompareAndSwap(0, poolerYes) {
+		d.logger.Info("leasehold/postgres: the pool goes through a connection pooler (its session process ID is not the server's); "+
+			"clients cannot recognise the notifications of their own inserts and claim once more per insert, which is harmless. "+
+			"Listen on a direct connection (Options.ListenURL) or not at all (Options.DisableListen): LISTEN through a transaction-mode pooler loses notifications",
+			"session_pid", pid, "backend_pid", backend)
+	}
+	return true, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/leasehold/leasehold/driver"
@@ -71,7 +73,8 @@ WHERE leasehold_job.ctid = picked.picked_ctid
 RETURNING ` + jobColumns
 
 // jobHeartbeatSQL renews the leases given as parallel arrays of id, token
-// and TTL in milliseconds. It writes only unindexed columns, so Postgres can
+// and TTL in milliseconds, held by lease owner $4. It writes only unindexed
+// columns (lease_owner is only read), so Postgres can
 // apply it as a HOT update. The clock is read once (a materialized CTE) so
 // that heartbeat_at and lease_until agree.
 //
@@ -90,14 +93,15 @@ UPDATE leasehold_job SET
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(hb_id, hb_token, hb_ttl_ms), clock
 WHERE id = t.hb_id
 	AND lease_token = t.hb_token
+	AND lease_owner = $4
 	AND state = 'running'
 	AND lease_until > clock.hb_now
 	AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
 		AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
 RETURNING id`
 
-// jobFinishSQL ends the leases given as parallel arrays and appends their
-// attempt rows in the same statement. It reads clock_timestamp(), not now():
+// jobFinishSQL ends the leases given as parallel arrays, held by lease
+// owner $8, and appends their attempt rows in the same statement. It reads clock_timestamp(), not now():
 // it may run late in a long user transaction (CompleteTx), where now() is the
 // transaction's start and would accept a lease that has since expired.
 //
@@ -135,6 +139,7 @@ finished AS (
 	FROM input, clock
 	WHERE id = input.fin_id
 		AND lease_token = input.fin_token
+		AND lease_owner = $8
 		AND state = 'running'
 		AND lease_until > clock.fin_now
 		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
@@ -156,7 +161,8 @@ recorded AS (
 SELECT id FROM finished`
 
 // jobCompleteSQL is jobFinishSQL for the success path: completions only,
-// given as parallel arrays of id and token, no error text. It writes what
+// given as parallel arrays of id and token, held by lease owner $3, no error
+// text. It writes what
 // jobFinishSQL writes for them (a cancellation request does not change a
 // completion) and leaves Postgres four text arrays fewer to decode.
 const jobCompleteSQL = `
@@ -168,6 +174,7 @@ finished AS (
 	FROM unnest($1::bigint[], $2::bigint[]) AS t(fin_id, fin_token), clock
 	WHERE id = t.fin_id
 		AND lease_token = t.fin_token
+		AND lease_owner = $3
 		AND state = 'running'
 		AND lease_until > clock.fin_now
 		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
@@ -183,6 +190,22 @@ recorded AS (
 	FROM finished
 )
 SELECT id FROM finished`
+
+// jobBoundTxSQL bounds the caller's transaction to $1 milliseconds from
+// now, for the rest of the transaction only (set_config's is_local, as SET
+// LOCAL): the server aborts it when it stays idle that long
+// (idle_in_transaction_session_timeout: the session is terminated, which
+// ends the transaction and frees its row locks), when one statement runs
+// that long (statement_timeout), and, on Postgres 17 and later, when the
+// whole rest of the transaction takes that long (transaction_timeout; the
+// timer starts when it is set). Reading pg_settings skips a setting the
+// server does not have, and a setting already tighter is kept. A pooler in
+// transaction mode keeps the settings to the transaction too.
+const jobBoundTxSQL = `
+SELECT set_config(name, $1::bigint::text, true)
+FROM pg_settings
+WHERE name IN ('idle_in_transaction_session_timeout', 'statement_timeout', 'transaction_timeout')
+	AND (setting::bigint <= 0 OR setting::bigint > $1::bigint)`
 
 // jobExpireSQL reclaims up to $1 running jobs whose lease expired. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
@@ -271,7 +294,7 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	for i, l := range params.Leases {
 		ids[i], tokens[i], ttls[i] = l.ID, l.Token, l.TTL.Milliseconds()
 	}
-	return e.queryIDs(ctx, "renew leases", jobHeartbeatSQL, ids, tokens, ttls)
+	return e.queryIDs(ctx, "renew leases", jobHeartbeatSQL, ids, tokens, ttls, params.Owner)
 }
 
 // finishStates are the states a lease may end in.
@@ -285,12 +308,17 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	if n == 0 {
 		return []int64{}, nil
 	}
+	if _, inTx := e.db.(pgx.Tx); inTx && params.TxBound > 0 {
+		if err := e.boundTx(ctx, params.TxBound); err != nil {
+			return nil, err
+		}
+	}
 	if allCompletions(params.Items) {
 		ids, tokens := make([]int64, n), make([]int64, n)
 		for i, it := range params.Items {
 			ids[i], tokens[i] = it.ID, it.Token
 		}
-		return e.queryIDs(ctx, "finish leases", jobCompleteSQL, ids, tokens)
+		return e.queryIDs(ctx, "finish leases", jobCompleteSQL, ids, tokens, params.Owner)
 	}
 	var (
 		ids        = make([]int64, n)
@@ -312,8 +340,21 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		}
 		errs[i], countError[i] = it.Error, it.CountError
 	}
-	return e.queryIDs(ctx, "finish leases", jobFinishSQL, ids, tokens, states, outcomes, scheduled, errs, countError)
+	return e.queryIDs(ctx, "finish leases", jobFinishSQL, ids, tokens, states, outcomes, scheduled, errs, countError, params.Owner)
 }
+
+// boundTx runs jobBoundTxSQL with bound, rounded up to a millisecond.
+func (e *executor) boundTx(ctx context.Context, bound time.Duration) error {
+	ms := (bound + time.Millisecond - 1).Milliseconds()
+	if _, err := e.db.Exec(ctx, jobBoundTxSQL, ms); err != nil {
+		return fmt.Errorf("finish leases: bound the transaction: %w", translateError(err))
+	}
+	return nil
+}
+
+// BoundsTx reports true: JobFinish bounds a caller's transaction with the
+// server's timeouts (see jobBoundTxSQL).
+func (d *Driver) BoundsTx() bool { return true }
 
 func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {
 	if params.Limit < 1 {

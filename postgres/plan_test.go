@@ -93,9 +93,9 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 			t.Fatalf("set plan_cache_mode: %v", err)
 		}
 		for name, args := range map[string]string{
-			"complete":  `'{1,2,3}', '{1,1,1}'`,
-			"heartbeat": `'{1,2,3}', '{1,1,1}', '{30000,30000,30000}'`,
-			"finish":    `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}'`,
+			"complete":  `'{1,2,3}', '{1,1,1}', 'w'`,
+			"heartbeat": `'{1,2,3}', '{1,1,1}', '{30000,30000,30000}', 'w'`,
+			"finish":    `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}', 'w'`,
 		} {
 			plan := explain(t, conn, "EXPLAIN EXECUTE "+name+"("+args+")")
 			if scan := unboundedJobScan(plan); scan != "" {

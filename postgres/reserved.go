@@ -54,10 +54,10 @@ func (d *Driver) OpenReserved(ctx context.Context, params *driver.OpenReservedPa
 		conns = append(conns, c)
 	}
 	release()
-	// The same executor as GetExecutor's, on the reserved pool.
-	e := *d.GetExecutor().(*executor)
-	e.db = pool
-	return &reservedExecutor{executor: &e, pool: pool}, nil
+	// As GetExecutor's executor (statements naming Options.Schema), on the
+	// reserved pool.
+	e := &executor{db: d.q.wrap(pool), drv: d}
+	return &reservedExecutor{executor: e, pool: pool}, nil
 }
 
 // reservedExecutor is an executor on a reserved pool.

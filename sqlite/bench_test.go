@@ -36,7 +36,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 		for i, j := range jobs {
 			items[i] = &driver.JobFinish{ID: j.ID, Token: j.LeaseToken, State: "completed", Outcome: "completed"}
 		}
-		if _, err := exec.JobFinish(ctx, &driver.JobFinishParams{Items: items}); err != nil {
+		if _, err := exec.JobFinish(ctx, &driver.JobFinishParams{Owner: "bench", Items: items}); err != nil {
 			b.Fatal(err)
 		}
 	}

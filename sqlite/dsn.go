@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	// Registers the "sqlite" database/sql driver.
 	_ "modernc.org/sqlite"
@@ -53,10 +54,22 @@ func Open(path string) (*Driver, *sql.DB, error) {
 		return nil, nil, fmt.Errorf("open sqlite database: %w", err)
 	}
 	// The first connection switches the file to WAL; doing it now surfaces a
-	// bad path or a locked file here rather than on first use.
-	if err := db.PingContext(context.Background()); err != nil {
-		db.Close()
-		return nil, nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	// bad path or a locked file here rather than on first use. Switching a
+	// new file to WAL while another process does the same can fail with
+	// SQLITE_BUSY without waiting in the busy handler (several replicas
+	// running migrate up on a fresh file): such an open is retried for up to
+	// BusyTimeout.
+	deadline := time.Now().Add(BusyTimeout * time.Millisecond)
+	for {
+		err := db.PingContext(context.Background())
+		if err == nil {
+			break
+		}
+		if !isBusy(err) || !time.Now().Before(deadline) {
+			db.Close()
+			return nil, nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// Keep idle connections: opening one runs the DSN's pragmas, and a queue
 	// has many concurrent readers (claim checks, heartbeats, dashboards).

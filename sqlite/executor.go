@@ -41,12 +41,6 @@ type executor struct {
 	conn *sql.Conn
 }
 
-// txQuerier runs the driver's cached statements inside tx, one of the
-// executor's own transactions (begun on its reserved connection, if any).
-func (e *executor) txQuerier(tx *sql.Tx) querier {
-	return cachedQuerier{cache: e.d.stmts, tx: tx, conn: e.conn}
-}
-
 // lockConn takes a connection (the executor's reserved one, or one of the
 // pool's) and then the driver's write lock, in that order: the lock's holder
 // must never wait for a connection of the pool, which handlers may all hold,
@@ -105,7 +99,7 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	if err := fn(e.txQuerier(tx)); err != nil {
+	if err := fn(e.d.txQuerier(tx)); err != nil {
 		tx.Rollback() //nolint:errcheck // fn's error is the one to report
 		return err
 	}

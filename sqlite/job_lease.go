@@ -66,8 +66,8 @@ const claimKindFilter = `
 const jobClaimKindsSQL = claimUpdate + claimKindFilter + claimOrder
 
 // jobHeartbeatSQL renews the leases in ?1, a JSON array of
-// {"id", "token", "ttl_ms"}, whose token matches, that are running and not
-// expired. It returns the IDs renewed.
+// {"id", "token", "ttl_ms"}, whose token matches, whose lease owner is ?2,
+// that are running and not expired. It returns the IDs renewed.
 //
 // The unary + on state in jobHeartbeatSQL and jobFinishSQL keeps the
 // planner off the state index, so it walks the JSON array and looks each job
@@ -82,6 +82,7 @@ FROM (
 ) AS l
 WHERE leasehold_job.id = l.job_id
 	AND leasehold_job.lease_token = l.token
+	AND leasehold_job.lease_owner = ?2
 	AND +leasehold_job.state = 'running'
 	AND leasehold_job.lease_until > ` + nowExpr + `
 RETURNING leasehold_job.id`
@@ -97,7 +98,8 @@ const finishState = `CASE
 
 // jobFinishSQL ends the leases in ?1, a JSON array of {"id", "token",
 // "state", "count_error", "error", "scheduled_at"} with unique IDs, that are
-// still held at ?2, the database clock read once per transaction. It returns
+// still held by lease owner ?3 at ?2, the database clock read once per
+// transaction. It returns
 // the IDs written. The lease fields stay as they were, for the attempt rows.
 const jobFinishSQL = `UPDATE leasehold_job
 SET state = ` + finishState + `,
@@ -115,6 +117,7 @@ FROM (
 ) AS f
 WHERE leasehold_job.id = f.job_id
 	AND leasehold_job.lease_token = f.token
+	AND leasehold_job.lease_owner = ?3
 	AND +leasehold_job.state = 'running'
 	AND leasehold_job.lease_until > ?2
 RETURNING leasehold_job.id`
@@ -313,7 +316,7 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	}
 	var ids []int64
 	err = e.write(ctx, func(q querier) error {
-		rows, err := q.QueryContext(ctx, jobHeartbeatSQL, string(leasesJSON))
+		rows, err := q.QueryContext(ctx, jobHeartbeatSQL, string(leasesJSON), params.Owner)
 		if err != nil {
 			return err
 		}
@@ -339,6 +342,11 @@ type finishItem struct {
 	Outcome     string  `json:"outcome"`
 }
 
+// JobFinish ignores params.TxBound: SQLite has no server to abort a caller's
+// transaction. One that holds a completion holds the database's write lock
+// until it ends, so nothing else writes meanwhile: no other holder, and no
+// expirer, can touch the job.
+//
 // JobFinish ends the leases of params.Items in one transaction of three
 // statements whatever the batch size: read the clock, one conditional
 // UPDATE ... FROM json_each, one INSERT ... SELECT of the attempt rows of the
@@ -379,7 +387,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		rows, err := q.QueryContext(ctx, jobFinishSQL, string(itemsJSON), now)
+		rows, err := q.QueryContext(ctx, jobFinishSQL, string(itemsJSON), now, params.Owner)
 		if err != nil {
 			return err
 		}

@@ -17,8 +17,8 @@ func TestQueryPlans(t *testing.T) {
 		name, query, want string
 		args              []any
 	}{
-		{"heartbeat", jobHeartbeatSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]"}},
-		{"finish", jobFinishSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0}},
+		{"heartbeat", jobHeartbeatSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", "o"}},
+		{"finish", jobFinishSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0, "o"}},
 		{"finish attempts", attemptInsertFinishedSQL, "SEARCH j USING INTEGER PRIMARY KEY", []any{"[]", 0}},
 		{"claim", jobClaimSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1}},
 		{"unique key", jobGetKeyHolderSQL, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},

@@ -105,7 +105,28 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	return e.d.beginOn(ctx, conn, release)
+}
+
+// txBeginner is where a transaction of the driver's own begins: the pool,
+// or a connection.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// beginPool begins a transaction on the pool while the caller holds the
+// driver's write lock, which release gives back when the transaction ends
+// (or at once when it cannot begin).
+func (d *Driver) beginPool(ctx context.Context, release func()) (driver.ExecutorTx, error) {
+	return d.beginOn(ctx, d.db, release)
+}
+
+// beginOn begins a transaction on db, a connection the caller took before
+// the driver's write lock (lockConn) or the pool, while the caller holds
+// that lock; release gives back both when the transaction ends (or at once
+// when it cannot begin).
+func (d *Driver) beginOn(ctx context.Context, db txBeginner, release func()) (driver.ExecutorTx, error) {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("begin transaction: %w", err)
@@ -123,7 +144,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		}
 		return nil
 	})
-	return &txExecutor{executor{d: e.d, q: e.txQuerier(tx), raw: tx, tx: st}}, nil
+	return &txExecutor{executor{d: d, q: d.txQuerier(tx), raw: tx, tx: st}}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.

@@ -104,7 +104,7 @@ func work[TTx any](ctx context.Context, w workerConfig, d driver.Driver[TTx], st
 		ID: w.id, Workers: ws, LeaseTTL: w.ttl, Logger: logger,
 		PollInterval: 100 * time.Millisecond, WatcherInterval: 250 * time.Millisecond,
 		Queues: map[string]leasehold.QueueConfig{
-			leasehold.DefaultQueue: {MaxWorkers: w.concurrency}, payments.ReconcileQueue: {MaxWorkers: 1},
+			payments.ChargeQueue: {MaxWorkers: w.concurrency}, payments.ReconcileQueue: {MaxWorkers: 1},
 		},
 	})
 	if err != nil {

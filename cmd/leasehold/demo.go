@@ -37,10 +37,13 @@ mid-charge, workers pause past their lease and wake up, the PSP fails, answers
 late and loses responses. A reconciliation job settles what the crashes leave.
 At the end every payment is checked against the PSP's own ledger.
 
-Without --database-url (or LEASEHOLD_DATABASE_URL) the demo uses a fresh SQLite
-file in a temporary directory, removed afterwards. With one, it runs there
-(Postgres, MySQL/MariaDB or SQLite) and leaves its payments and jobs for you to
-inspect.
+Without --database-url the demo uses a fresh SQLite file in a temporary
+directory, removed afterwards; it ignores LEASEHOLD_DATABASE_URL, which names
+your application's database. With --database-url it runs there (Postgres,
+MySQL/MariaDB or SQLite), in its own queues (payments.charge,
+payments.reconcile) and its own payments table, and leaves its payments and
+jobs for you to inspect. It refuses a database that holds other jobs or a
+payments table of another shape.
 
 It exits non-zero if any payment is lost, charged twice, or still pending
 when --timeout ends.`,
@@ -99,7 +102,9 @@ func runDemo(cmd *cobra.Command, g *globalOptions, o *demoOptions) error {
 	}
 	cfg.Progress, cfg.Terminal = info, isTerminal(info)
 
-	rawURL, chosen := g.resolveURL(cmd)
+	// The demo runs only where it is told to by flag: LEASEHOLD_DATABASE_URL
+	// names the application's database, which the demo must never touch.
+	rawURL, chosen := g.databaseURL, cmd.Flags().Changed("database-url")
 	where := ""
 	if !chosen {
 		dir, err := os.MkdirTemp("", "leasehold-demo-")
@@ -110,6 +115,9 @@ func runDemo(cmd *cobra.Command, g *globalOptions, o *demoOptions) error {
 		path := filepath.Join(dir, "demo.db")
 		rawURL = "sqlite:" + path
 		where = "SQLite, a fresh file in a temporary directory (" + path + "), removed after the run"
+		if os.Getenv(databaseURLEnv) != "" {
+			where += "; " + databaseURLEnv + " is ignored: pass --database-url to run on a database of yours"
+		}
 	} else {
 		// A database the user keeps may hold earlier runs: a distinct run ID
 		// keeps this run's payments apart.

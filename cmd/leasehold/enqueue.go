@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -67,6 +69,8 @@ The JSON is checked before the database is touched.`,
 		Example: `  leasehold enqueue --kind charge --args '{"payment_id": 42}'
   leasehold enqueue --kind charge --args '{"payment_id": 42}' --queue payments --priority 1 \
       --unique-key charge-42 --max-attempts 5 --lease-ttl 2m
+  leasehold enqueue --kind payout --args @payout.json
+  generate-payload | leasehold enqueue --kind payout --args -
   leasehold enqueue --kind report --run-at 2030-01-02T03:04:05Z --metadata '{"requested_by": "ops"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -97,17 +101,40 @@ The JSON is checked before the database is touched.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kind, "kind", "", "job kind (required): selects the worker")
-	f.StringVar(&o.args, "args", "{}", "job arguments, a JSON object")
+	f.StringVar(&o.args, "args", "{}", "job arguments, a JSON object; @FILE reads it from FILE, - from standard input")
 	f.StringVar(&o.queue, "queue", "", "queue (default \"default\")")
 	f.IntVar(&o.priority, "priority", 0, "priority, 1 (claimed first) to 4 (default 1)")
 	f.StringVar(&o.runAt, "run-at", "", "earliest run time, RFC 3339 (2030-01-02T03:04:05Z); default now")
 	f.StringVar(&o.uniqueKey, "unique-key", "", "idempotency key: no second job while one with this key is unfinished")
 	f.IntVar(&o.maxAttempts, "max-attempts", 0, "handler failures before the job is discarded (default: the client's, 25)")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 0, "lease duration for this job (default: the worker's)")
-	f.StringVar(&o.metadata, "metadata", "", "metadata, a JSON object")
+	f.StringVar(&o.metadata, "metadata", "", "metadata, a JSON object; @FILE or - as for --args")
 	addJSONFlag(cmd, &o.json)
 	_ = cmd.MarkFlagRequired("kind")
 	return cmd
+}
+
+// readArgsFlag returns a JSON flag's text: the value itself, the contents
+// of FILE for "@FILE", or standard input for "-". Real payloads outgrow one
+// command-line argument (Linux caps one at 128 KiB).
+func readArgsFlag(name, value string, stdin io.Reader) (string, error) {
+	var b []byte
+	var err error
+	switch {
+	case value == "-":
+		b, err = io.ReadAll(stdin)
+		if err != nil {
+			return "", fmt.Errorf("--%s -: read standard input: %w", name, err)
+		}
+	case strings.HasPrefix(value, "@"):
+		b, err = os.ReadFile(value[1:])
+		if err != nil {
+			return "", fmt.Errorf("--%s %s: %w", name, value, err)
+		}
+	default:
+		return value, nil
+	}
+	return string(b), nil
 }
 
 // build validates the flags into the job and its options.
@@ -115,7 +142,11 @@ func (o *enqueueOptions) build(cmd *cobra.Command) (leasehold.JobArgs, *leasehol
 	if strings.TrimSpace(o.kind) == "" {
 		return nil, nil, fmt.Errorf("--kind is empty")
 	}
-	raw, err := parseObject("args", o.args)
+	text, err := readArgsFlag("args", o.args, cmd.InOrStdin())
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := parseObject("args", text)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,7 +172,11 @@ func (o *enqueueOptions) build(cmd *cobra.Command) (leasehold.JobArgs, *leasehol
 		opts.ScheduledAt = at
 	}
 	if o.metadata != "" {
-		meta, err := parseObject("metadata", o.metadata)
+		text, err := readArgsFlag("metadata", o.metadata, cmd.InOrStdin())
+		if err != nil {
+			return nil, nil, err
+		}
+		meta, err := parseObject("metadata", text)
 		if err != nil {
 			return nil, nil, err
 		}

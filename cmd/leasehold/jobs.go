@@ -395,7 +395,7 @@ func eachID(cmd *cobra.Command, s *session, ids []int64, a jobAction, asJSON boo
 		if err != nil {
 			failed++
 			err = s.explain(err)
-			fmt.Fprintln(cmd.ErrOrStderr(), err)
+			fmt.Fprintln(cmd.ErrOrStderr(), termSafe(err.Error()))
 			results = append(results, &actionResultJSON{ID: id, Error: err.Error()})
 			if cmd.Context().Err() != nil {
 				break
@@ -405,7 +405,7 @@ func eachID(cmd *cobra.Command, s *session, ids []int64, a jobAction, asJSON boo
 		line, result := a.actionOutcome(row)
 		results = append(results, &actionResultJSON{ID: id, Result: result, Job: toJobJSON(row)})
 		if !asJSON {
-			fmt.Fprintln(cmd.OutOrStdout(), line)
+			fmt.Fprintln(cmd.OutOrStdout(), termSafe(line))
 		}
 	}
 	if asJSON {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,9 +13,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
+	root := newRootCmd()
+	root.SilenceErrors = true // printed here, made safe for the terminal
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", termSafe(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -48,7 +48,7 @@ func toAny(s []string) []any {
 func (t *table) row(cells ...any) {
 	parts := make([]string, len(cells))
 	for i, c := range cells {
-		parts[i] = oneLine(fmt.Sprint(c))
+		parts[i] = termSafe(oneLine(fmt.Sprint(c)))
 	}
 	fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
 }
@@ -63,6 +63,41 @@ func oneLine(s string) string {
 		s = s[:i] + " …"
 	}
 	return s
+}
+
+// termSafe shows the control characters in s as escapes (\x1b, \u009b),
+// so that text from the database (a handler's error, a job's arguments)
+// cannot move the cursor, retitle the window or clear the screen of the
+// operator's terminal. Newlines and tabs are kept.
+func termSafe(s string) string {
+	clean := true
+	for _, r := range s {
+		if isControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !isControl(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// isControl reports whether r is a C0 or C1 control character or DEL,
+// other than newline and tab.
+func isControl(r rune) bool {
+	return r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0)
 }
 
 // truncate shortens s to at most n runes.

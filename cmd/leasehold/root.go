@@ -52,6 +52,7 @@ faults and checks that no payment is lost or charged twice:
 		"database URL: postgres://..., postgresql://..., mysql://... or sqlite:FILE (env "+databaseURLEnv+")")
 	root.AddCommand(newDemoCmd(g), newVersionCmd(),
 		newMigrateCmd(g), newEnqueueCmd(g), newJobsCmd(g), newStuckCmd(g), newQueuesCmd(g), newPeriodicCmd(g), newStatsCmd(g), newServeCmd(g))
+	refuseTypos(root)
 	return root
 }
 

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +29,8 @@ const (
 type serveOptions struct {
 	addr, token, basicAuth string
 	readOnly               bool
+	secureCookies          bool
+	sessionTTL             time.Duration
 	// shutdownTimeout bounds the wait for open requests at shutdown.
 	shutdownTimeout time.Duration
 }
@@ -44,12 +45,16 @@ check at /healthz (200 when the database answers, else 503). It runs no
 workers: the dashboard reads the jobs and its actions (retry, cancel,
 discard, resolve) change them in the database.
 
-Authentication is a bearer token (--token or ` + dashboardTokenEnv + `) or
-HTTP basic auth (--basic-auth user:pass or ` + dashboardBasicAuthEnv + `);
-prefer the environment, since flags show in process listings. It protects
-the dashboard and /metrics; /healthz stays open for probes. serve refuses to
-listen on an address other hosts can reach without authentication.
---read-only hides the actions and refuses every POST.
+Authentication is a bearer token (--token or ` + dashboardTokenEnv + `,
+at least 16 bytes: openssl rand -hex 16) or HTTP basic auth (--basic-auth
+user:pass or ` + dashboardBasicAuthEnv + `); prefer the environment, since
+flags show in process listings. It protects the dashboard and /metrics;
+/healthz stays open for probes. With a token, a browser is sent to a login
+page that takes the token once and keeps the browser signed in with a
+session cookie for --session-ttl; scripts send "Authorization: Bearer".
+Behind an HTTPS proxy, add --secure-cookies. serve refuses to listen on an
+address other hosts can reach without authentication. --read-only hides
+the actions and refuses every POST.
 
 It stops gracefully on SIGINT or SIGTERM.`,
 		Example: `  leasehold serve
@@ -65,6 +70,8 @@ It stops gracefully on SIGINT or SIGTERM.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "hide the dashboard's actions and refuse every POST")
 	f.StringVar(&o.token, "token", "", "bearer token required on every request (env "+dashboardTokenEnv+")")
 	f.StringVar(&o.basicAuth, "basic-auth", "", "user:pass for HTTP basic auth (env "+dashboardBasicAuthEnv+")")
+	f.DurationVar(&o.sessionTTL, "session-ttl", dashboard.DefaultSessionTTL, "how long a browser stays signed in after the login page")
+	f.BoolVar(&o.secureCookies, "secure-cookies", false, "mark the session cookie Secure on plain HTTP too (behind an HTTPS proxy)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "wait this long for open requests when stopping")
 	return cmd
 }
@@ -72,12 +79,23 @@ It stops gracefully on SIGINT or SIGTERM.`,
 // dashboardOptions builds the dashboard's options from the flags and the
 // environment.
 func (o *serveOptions) dashboardOptions(cmd *cobra.Command) (*dashboard.Options, error) {
-	opts := &dashboard.Options{ReadOnly: o.readOnly, Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))}
-	opts.BearerToken = o.token
-	if opts.BearerToken == "" {
-		opts.BearerToken = os.Getenv(dashboardTokenEnv)
+	var from string // which flag or variable a value came from, for errors
+	opts := &dashboard.Options{
+		ReadOnly: o.readOnly, SessionTTL: o.sessionTTL, SecureCookies: o.secureCookies,
+		Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
 	}
-	basic, from := o.basicAuth, "--basic-auth"
+	opts.BearerToken, from = o.token, "--token"
+	if opts.BearerToken == "" {
+		opts.BearerToken, from = os.Getenv(dashboardTokenEnv), dashboardTokenEnv
+	}
+	if n := len(opts.BearerToken); n > 0 && n < dashboard.MinTokenLen {
+		return nil, fmt.Errorf("%s is %d bytes: use at least %d (a random one: openssl rand -hex 16)", from, n, dashboard.MinTokenLen)
+	}
+	if o.sessionTTL < time.Minute {
+		return nil, fmt.Errorf("--session-ttl %s is below 1m", o.sessionTTL)
+	}
+	basic := o.basicAuth
+	from = "--basic-auth"
 	if basic == "" {
 		basic, from = os.Getenv(dashboardBasicAuthEnv), dashboardBasicAuthEnv
 	}
@@ -138,7 +156,10 @@ func runServe(cmd *cobra.Command, g *globalOptions, o *serveOptions) error {
 	case opts.BasicAuth != nil:
 		auth = "basic auth"
 	}
-	base := "http://" + ln.Addr().String()
+	base, every := bannerURL(o.addr, ln.Addr())
+	if every {
+		auth += "; listening on every interface"
+	}
 	fmt.Fprintf(cmd.OutOrStdout(), "serving %s on %s/ (%s, %s); metrics at %s/metrics, health at %s/healthz\n",
 		s.db.URL, base, mode, auth, base, base)
 
@@ -159,32 +180,48 @@ func runServe(cmd *cobra.Command, g *globalOptions, o *serveOptions) error {
 	return nil
 }
 
+// bannerURL is the URL to print for a listener asked for at addr: the
+// address it was asked for (a host name stays a name), with the port it got;
+// for a wildcard (":8080", "0.0.0.0:8080", "[::]:8080") a loopback address a
+// browser on this machine can open, and every reports that other hosts can
+// reach it too.
+func bannerURL(addr string, got net.Addr) (url string, every bool) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = ""
+	}
+	port := ""
+	if tcp, ok := got.(*net.TCPAddr); ok {
+		port = strconv.Itoa(tcp.Port)
+	} else if _, p, err := net.SplitHostPort(got.String()); err == nil {
+		port = p
+	}
+	switch ip := net.ParseIP(host); {
+	case host == "" || (ip != nil && ip.Equal(net.IPv4zero)):
+		host, every = "127.0.0.1", true
+	case ip != nil && ip.Equal(net.IPv6unspecified):
+		host, every = "::1", true
+	}
+	return "http://" + net.JoinHostPort(host, port), every
+}
+
 // requireAuth guards next with the dashboard's credentials, when any are
-// set, so that /metrics is no more open than the dashboard.
+// set, so that /metrics is no more open than the dashboard: the bearer
+// token, basic auth, or the session cookie of the dashboard's login page.
 func requireAuth(opts *dashboard.Options, next http.Handler) http.Handler {
 	if !opts.HasAuth() {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if opts.BearerToken != "" {
-			if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && secretEqual(tok, opts.BearerToken) {
-				next.ServeHTTP(w, r)
-				return
-			}
+		if opts.Authenticate(r) {
+			next.ServeHTTP(w, r)
+			return
 		}
 		if opts.BasicAuth != nil {
-			if u, p, ok := r.BasicAuth(); ok && secretEqual(u, opts.BasicAuth.Username) && secretEqual(p, opts.BasicAuth.Password) {
-				next.ServeHTTP(w, r)
-				return
-			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="leasehold", charset="UTF-8"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="leasehold"`)
 		}
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 	})
-}
-
-// secretEqual compares in constant time; hashing first hides the length.
-func secretEqual(got, want string) bool {
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }

@@ -35,6 +35,7 @@ var _ operator = (*leasehold.Client[any])(nil)
 // migrator is what the migrate subcommand uses of a *migrate.Migrator.
 type migrator interface {
 	Latest() int
+	Known(version int) bool
 	Status(ctx context.Context) ([]migrate.Status, error)
 	Up(ctx context.Context) ([]int, error)
 	UpTo(ctx context.Context, target int) ([]int, error)
@@ -65,6 +66,8 @@ type openOptions struct {
 	// (migrate up); every other command refuses a missing file rather than
 	// leave an empty database behind a typo.
 	create bool
+	// migrate configures the session's migrator; nil means the defaults.
+	migrate *migrate.Config
 }
 
 // open opens the database the global flags name. The caller closes it.
@@ -91,21 +94,21 @@ func (g *globalOptions) open(cmd *cobra.Command, o openOptions) (*session, error
 			db.Close()
 			return nil, err
 		}
-		s.client, s.migrator = c, migrate.New(db.SQLite)
+		s.client, s.migrator = c, migrate.NewWithConfig(db.SQLite, o.migrate)
 	case dburl.MySQL:
 		c, err := leasehold.NewClient(db.MySQL, nil)
 		if err != nil {
 			db.Close()
 			return nil, err
 		}
-		s.client, s.migrator = c, migrate.New(db.MySQL)
+		s.client, s.migrator = c, migrate.NewWithConfig(db.MySQL, o.migrate)
 	default:
 		c, err := leasehold.NewClient(db.Postgres, nil)
 		if err != nil {
 			db.Close()
 			return nil, err
 		}
-		s.client, s.migrator = c, migrate.New(db.Postgres)
+		s.client, s.migrator = c, migrate.NewWithConfig(db.Postgres, o.migrate)
 	}
 	return s, nil
 }

@@ -25,6 +25,12 @@
     inflight = true;
     fetch(window.location.href, { headers: { "X-Leasehold-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
       .then(function (resp) {
+        if (resp.status === 401) {
+          // The session expired or the token changed: reloading shows the
+          // login page, which comes back here after signing in.
+          window.location.reload();
+          throw new Error("signed out");
+        }
         if (!resp.ok) throw new Error("HTTP " + resp.status);
         return resp.text();
       })

@@ -25,7 +25,7 @@ type notifyingCountingDriver[TTx any] struct {
 // counted, and the count. The wrapper keeps d's Notifier capability.
 func countClaims[TTx any](d driver.Driver[TTx]) (driver.Driver[TTx], *atomic.Int64) {
 	c := &countingDriver[TTx]{Driver: d}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := driver.NotifierOf(d); ok {
 		return &notifyingCountingDriver[TTx]{countingDriver: c, Notifier: n}, &c.claims
 	}
 	return c, &c.claims

@@ -14,6 +14,10 @@ import (
 // errInjected is returned by a faultDriver's executor while partitioned.
 var errInjected = errors.New("drivertest: injected fault: database unreachable")
 
+// errLostReply is returned by a JobFinish whose write committed, in place
+// of its result (faultDriver.lostReplies).
+var errLostReply = errors.New("drivertest: injected fault: connection lost during COMMIT")
+
 // faultMode is the fault a faultDriver injects.
 type faultMode int32
 
@@ -39,8 +43,12 @@ type faultDriver[TTx any] struct {
 	mode       atomic.Int32
 	heartbeats atomic.Int64 // JobHeartbeat calls
 	renewals   atomic.Int64 // leases carried by those calls
-	healed     chan struct{}
-	mu         sync.Mutex
+	// lostReplies is how many JobFinish calls still to come lose their
+	// reply: the write commits, and the caller gets errLostReply, as when
+	// the connection drops during COMMIT.
+	lostReplies atomic.Int32
+	healed      chan struct{}
+	mu          sync.Mutex
 }
 
 func newFaultDriver[TTx any](d driver.Driver[TTx]) *faultDriver[TTx] {
@@ -117,7 +125,24 @@ func (e *faultExecutor[TTx]) JobFinish(ctx context.Context, p *driver.JobFinishP
 	if err := e.d.fault(ctx, true); err != nil {
 		return nil, err
 	}
-	return e.Executor.JobFinish(ctx, p)
+	ids, err := e.Executor.JobFinish(ctx, p)
+	if err == nil && e.d.takeLostReply() {
+		return nil, errLostReply
+	}
+	return ids, err
+}
+
+// takeLostReply reports whether the call that asks loses its reply.
+func (d *faultDriver[TTx]) takeLostReply() bool {
+	for {
+		n := d.lostReplies.Load()
+		if n <= 0 {
+			return false
+		}
+		if d.lostReplies.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 func (e *faultExecutor[TTx]) JobExpire(ctx context.Context, p *driver.JobExpireParams) ([]*leasetype.JobRow, error) {

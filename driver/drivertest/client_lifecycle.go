@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -135,7 +136,11 @@ func testClientBadInput[TTx any](t *testing.T, b Backend[TTx]) {
 		{"long queue", testArgs{}, &leasehold.InsertOpts{Queue: strings.Repeat("q", 200)}, "max 128"},
 		{"priority", testArgs{}, &leasehold.InsertOpts{Priority: 9}, "priority 9"},
 		{"max attempts", testArgs{}, &leasehold.InsertOpts{MaxAttempts: -1}, "max attempts -1"},
+		{"max attempts past 32 bits", testArgs{}, &leasehold.InsertOpts{MaxAttempts: 1 << 31}, "max attempts 2147483648 is outside 1 to 2147483647"},
 		{"lease ttl", testArgs{}, &leasehold.InsertOpts{LeaseTTL: time.Millisecond}, "lease TTL"},
+		{"lease ttl too long", testArgs{}, &leasehold.InsertOpts{LeaseTTL: 48 * time.Hour}, "above the maximum 24h0m0s"},
+		{"non-ASCII queue", testArgs{}, &leasehold.InsertOpts{Queue: "zürich"}, `invalid character 'ü' at byte 1 (allowed: ASCII letters`},
+		{"lone surrogate in args", rawJSONArgs(`{"name":"\ud800"}`), nil, "lone UTF-16 surrogate"},
 		{"oversized args", testArgs{Name: strings.Repeat("x", 2000)}, nil, "bytes encoded (max 1024)"},
 		{"unmarshalable args", chanArgs{C: make(chan int)}, nil, "marshal args"},
 		{"unique key control char", testArgs{}, &leasehold.InsertOpts{UniqueKey: "a\nb"}, "control character"},
@@ -169,7 +174,30 @@ func testClientBadInput[TTx any](t *testing.T, b Backend[TTx]) {
 	if _, err := c.JobRetry(ctx, 424242); !errors.Is(err, leasehold.ErrNotFound) {
 		t.Errorf("JobRetry of a missing ID = %v, want ErrNotFound", err)
 	}
+
+	// Arguments are stored as given, without HTML escapes, and the size
+	// limit counts what is stored: 900 bytes of <&> fit in 1,024.
+	html := strings.Repeat("<&>", 300)
+	res, err := c.Insert(ctx, testArgs{Name: html}, nil)
+	if err != nil {
+		t.Fatalf("Insert of <&> args within the limit: %v", err)
+	}
+	row, err := c.JobGet(ctx, res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(row.EncodedArgs, []byte(`\u003c`)) || !bytes.Contains(row.EncodedArgs, []byte(html)) {
+		t.Errorf("stored args %.80s..., want the <&> characters as given", row.EncodedArgs)
+	}
 }
+
+// rawJSONArgs are arguments given as JSON text.
+type rawJSONArgs string
+
+func (rawJSONArgs) Kind() string { return "drivertest_raw" }
+
+// MarshalJSON returns the text as it is.
+func (r rawJSONArgs) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 type kindArgs string
 
@@ -227,7 +255,7 @@ func testClientWakeups[TTx any](t *testing.T, b Backend[TTx]) {
 	local := insert(t, worker, blockArgs{Name: "local"}, nil)
 	env.waitState(local.ID, leasetype.JobStateCompleted, 5*time.Second)
 
-	if _, ok := env.d.(driver.Notifier); !ok {
+	if _, ok := driver.NotifierOf(env.d); !ok {
 		return
 	}
 	other := env.client(nil, leasehold.Config{})
@@ -245,12 +273,17 @@ func testClientOwnInsertClaimsOnce[TTx any](t *testing.T, b Backend[TTx]) {
 	w := newBlockWorker(t, false)
 	w.releaseAll()
 	counted, claims := countClaims(env.d)
-	worker := env.client(counted, leasehold.Config{PollInterval: time.Minute, Workers: workersFor(w, nil)})
+	// A queue of this test's own: insert notifications are database-wide on
+	// Postgres, and another test's insert into a queue of the same name
+	// would rightly wake this client.
+	queue := fmt.Sprintf("own_%d", time.Now().UnixNano())
+	worker := env.client(counted, leasehold.Config{PollInterval: time.Minute, Workers: workersFor(w, nil),
+		Queues: map[string]leasehold.QueueConfig{queue: {MaxWorkers: 10}}})
 	time.Sleep(200 * time.Millisecond) // the first poll
 	before := claims.Load()
 	const jobs = 30
 	for i := range jobs {
-		job := insert(t, worker, blockArgs{Name: fmt.Sprintf("own-%d", i)}, nil)
+		job := insert(t, worker, blockArgs{Name: fmt.Sprintf("own-%d", i)}, &leasehold.InsertOpts{Queue: queue})
 		env.waitState(job.ID, leasetype.JobStateCompleted, 5*time.Second)
 	}
 	time.Sleep(300 * time.Millisecond) // for late notifications to claim

@@ -69,7 +69,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "dead", CountError: true})
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "dead", CountError: true})
 
 		before := mustNow(t, exec)
 		row, changed := setState(t, exec, &driver.JobSetStateParams{ID: job.ID, FromStates: deadStates, State: leasetype.JobStateAvailable, ResetErrors: true, Note: "retried by ops"})
@@ -111,7 +111,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "dead", CountError: true})
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "dead", CountError: true})
 		row, changed := setState(t, exec, &driver.JobSetStateParams{ID: job.ID, FromStates: deadStates, State: leasetype.JobStateAvailable})
 		if !changed || row.Errors != 1 || row.LastError != "dead" {
 			t.Errorf("changed %v errors %d last error %q, want true 1 \"dead\"", changed, row.Errors, row.LastError)
@@ -165,7 +165,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		assertRowEqual(t, "returned row", row, job)
 		assertUnchanged(t, exec, "running job", job)
-		assertSameIDs(t, "the holder can still finish", mustFinish(t, exec, completeItem(job)), []int64{job.ID})
+		assertSameIDs(t, "the holder can still finish", mustFinish(t, exec, "w", completeItem(job)), []int64{job.ID})
 	})
 
 	t.Run("RefusesStateNotInFrom", func(t *testing.T) {
@@ -173,7 +173,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		mustFinish(t, exec, completeItem(job))
+		mustFinish(t, exec, "w", completeItem(job))
 		done := mustGet(t, exec, job.ID)
 		row, changed := setState(t, exec, &driver.JobSetStateParams{ID: job.ID, FromStates: deadStates, State: leasetype.JobStateAvailable, ResetErrors: true})
 		if changed {
@@ -297,7 +297,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 			claimed := mustClaimOne(t, exec, claimParams("q", fmt.Sprintf("w%d", i), 1, longTTL))
 			tokens = append(tokens, claimed.LeaseToken)
 			outcome := []leasetype.AttemptOutcome{leasetype.OutcomeReleased, leasetype.OutcomeFailed, leasetype.OutcomeCompleted}[i]
-			mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: claimed.LeaseToken, State: state, Outcome: outcome})
+			mustFinish(t, exec, claimed.LeaseOwner, &driver.JobFinish{ID: job.ID, Token: claimed.LeaseToken, State: state, Outcome: outcome})
 		}
 		attempts := mustAttempts(t, exec, job.ID)
 		if len(attempts) != 3 {
@@ -324,7 +324,7 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		if len(jobs) != 2 {
 			t.Fatalf("claimed %d jobs, want 2", len(jobs))
 		}
-		mustFinish(t, exec, completeItem(jobs[0]))
+		mustFinish(t, exec, "w", completeItem(jobs[0]))
 
 		type key struct {
 			queue string

@@ -60,7 +60,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 
 		// The request does not take the lease away: the holder still renews.
-		if ids := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(ids) != 1 {
+		if ids := mustHeartbeat(t, exec, "w", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(ids) != 1 {
 			t.Errorf("heartbeat after the request renewed %v, want [%d]", ids, job.ID)
 		}
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateRunning || !timesEqual(got.CancelRequestedAt, &requested) {
@@ -76,9 +76,9 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 		scheduled.ScheduledAt = &later
 		rows := mustInsert(t, exec, jobParams("k", "wait"), scheduled, jobParams("k", "done"), jobParams("k", "retry"))
 		done := mustClaimOne(t, exec, claimParams("done", "w", 1, longTTL))
-		mustFinish(t, exec, completeItem(done))
+		mustFinish(t, exec, "w", completeItem(done))
 		retry := mustClaimOne(t, exec, claimParams("retry", "w", 1, longTTL))
-		mustFinish(t, exec, &driver.JobFinish{ID: retry.ID, Token: retry.LeaseToken, State: leasetype.JobStateRetryable,
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: retry.ID, Token: retry.LeaseToken, State: leasetype.JobStateRetryable,
 			Outcome: leasetype.OutcomeFailed, ScheduledAt: &later, Error: "e", CountError: true})
 
 		for _, id := range jobIDs(rows) {
@@ -102,7 +102,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 
 		// A job w1 holds with its second token: the ref carries the current one.
 		first := mustClaimOne(t, exec, claimParams("again", "w1", 1, longTTL))
-		mustFinish(t, exec, &driver.JobFinish{ID: first.ID, Token: first.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
+		mustFinish(t, exec, "w1", &driver.JobFinish{ID: first.ID, Token: first.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
 		second := mustClaimOne(t, exec, claimParams("again", "w1", 1, longTTL))
 		if second.LeaseToken != 2 {
 			t.Fatalf("re-claimed job token = %d, want 2", second.LeaseToken)
@@ -120,7 +120,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 			mustCancelRunning(t, exec, j.ID)
 		}
 		// w1[1] completes before it notices: no longer running, not listed.
-		assertSameIDs(t, "completed despite the request", mustFinish(t, exec, completeItem(w1[1])), []int64{w1[1].ID})
+		assertSameIDs(t, "completed despite the request", mustFinish(t, exec, "w1", completeItem(w1[1])), []int64{w1[1].ID})
 		// w1[2] was never asked to cancel.
 
 		assertRefs(t, "JobCancelRequested(w1)", mustCancelRequested(t, exec, "w1"),
@@ -148,7 +148,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 			// ScheduledAt nil means now: had the job not become cancelled,
 			// it would be claimable at once.
 			before := mustNow(t, exec)
-			ids := mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: tc.state,
+			ids := mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: tc.state,
 				Outcome: tc.outcome, Error: "boom", CountError: tc.state == leasetype.JobStateRetryable})
 			after := mustNow(t, exec)
 			assertSameIDs(t, "written", ids, []int64{job.ID})
@@ -193,7 +193,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 			mustInsertOne(t, exec, jobParams("k", "q"))
 			job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 			mustCancelRunning(t, exec, job.ID)
-			ids := mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: tc.state, Outcome: tc.outcome, Error: tc.err})
+			ids := mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: tc.state, Outcome: tc.outcome, Error: tc.err})
 			assertSameIDs(t, "written", ids, []int64{job.ID})
 			if got := mustGet(t, exec, job.ID); got.State != tc.state || got.FinalizedAt == nil {
 				t.Errorf("state after finishing as %s with a cancel request = %s (finalized %v), want %s", tc.state, got.State, got.FinalizedAt, tc.state)
@@ -213,11 +213,11 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("JobCancelRunning of the re-claimed job: running = false")
 		}
 		// The old holder's write is fenced out as any other.
-		if ids := mustFinish(t, exec, &driver.JobFinish{ID: a.ID, Token: a.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "late"}); len(ids) != 0 {
+		if ids := mustFinish(t, exec, "worker-a", &driver.JobFinish{ID: a.ID, Token: a.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "late"}); len(ids) != 0 {
 			t.Errorf("stale finish of a requested job wrote %v, want nothing", ids)
 		}
 		assertUnchanged(t, exec, "job still leased to worker-b", row)
-		ids := mustFinish(t, exec, &driver.JobFinish{ID: bJob.ID, Token: bJob.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e"})
+		ids := mustFinish(t, exec, "worker-b", &driver.JobFinish{ID: bJob.ID, Token: bJob.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e"})
 		assertSameIDs(t, "current holder's finish", ids, []int64{bJob.ID})
 		if got := mustGet(t, exec, bJob.ID); got.State != leasetype.JobStateCancelled {
 			t.Errorf("state = %s, want cancelled", got.State)
@@ -272,7 +272,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		mustCancelRunning(t, exec, job.ID)
-		mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e"})
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e"})
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateCancelled {
 			t.Fatalf("state = %s, want cancelled", got.State)
 		}
@@ -293,7 +293,7 @@ func exerciseCancel[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("claim after the retry: job %d CancelRequestedAt %v, want job %d with no request", again.ID, again.CancelRequestedAt, job.ID)
 		}
 		// With the request cleared, a failure is a plain retry again.
-		mustFinish(t, exec, &driver.JobFinish{ID: again.ID, Token: again.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e2"})
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: again.ID, Token: again.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e2"})
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateRetryable {
 			t.Errorf("state after a failure following the retry = %s, want retryable", got.State)
 		}

@@ -250,8 +250,8 @@ func exerciseClaim[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		first := mustClaimOne(t, exec, claimParams("q", "a", 1, longTTL))
-		mustHeartbeat(t, exec, driver.LeaseRenewal{ID: first.ID, Token: first.LeaseToken, TTL: longTTL})
-		released := mustFinish(t, exec, &driver.JobFinish{ID: first.ID, Token: first.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
+		mustHeartbeat(t, exec, "a", driver.LeaseRenewal{ID: first.ID, Token: first.LeaseToken, TTL: longTTL})
+		released := mustFinish(t, exec, "a", &driver.JobFinish{ID: first.ID, Token: first.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
 		if len(released) != 1 {
 			t.Fatalf("release wrote %v, want [%d]", released, first.ID)
 		}
@@ -286,7 +286,7 @@ func exerciseClaim[TTx any](t *testing.T, b Backend[TTx]) {
 		if len(jobs) != 3 {
 			t.Fatalf("claimed %d jobs, want 3", len(jobs))
 		}
-		mustFinish(t, exec,
+		mustFinish(t, exec, "w",
 			completeItem(jobs[0]),
 			&driver.JobFinish{ID: jobs[1].ID, Token: jobs[1].LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "x", CountError: true},
 		)

@@ -20,7 +20,7 @@ func exerciseExpire[TTx any](t *testing.T, b Backend[TTx]) {
 		// A long first lease so the heartbeat cannot miss it; the renewal
 		// shortens it.
 		job := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, 10*shortTTL))
-		if ids := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL}); len(ids) != 1 {
+		if ids := mustHeartbeat(t, exec, "worker-1", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL}); len(ids) != 1 {
 			t.Fatalf("heartbeat renewed %v, want [%d]", ids, job.ID)
 		}
 		renewed := mustGet(t, exec, job.ID)

@@ -20,11 +20,11 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, longTTL))
 		waitPast(t, exec, job.LeasedAt.Add(5*time.Millisecond))
-		mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL})
+		mustHeartbeat(t, exec, "worker-1", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL})
 		renewed := mustGet(t, exec, job.ID)
 
 		before := mustNow(t, exec)
-		ids := mustFinish(t, exec, completeItem(job))
+		ids := mustFinish(t, exec, "worker-1", completeItem(job))
 		after := mustNow(t, exec)
 		assertSameIDs(t, "finished", ids, []int64{job.ID})
 
@@ -55,7 +55,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		assertWithin(t, "attempt FinishedAt", a.FinishedAt, before, after)
 
-		if again := mustFinish(t, exec, completeItem(job)); len(again) != 0 {
+		if again := mustFinish(t, exec, "worker-1", completeItem(job)); len(again) != 0 {
 			t.Errorf("second finish with the same token wrote %v, want nothing", again)
 		}
 		if n := len(mustAttempts(t, exec, job.ID)); n != 1 {
@@ -68,7 +68,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		mustFinish(t, exec, completeItem(job))
+		mustFinish(t, exec, "w", completeItem(job))
 		attempts := mustAttempts(t, exec, job.ID)
 		if len(attempts) != 1 {
 			t.Fatalf("attempt rows = %d, want 1", len(attempts))
@@ -90,11 +90,11 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		// Worker A wakes up and tries to finish and to renew its lost lease.
 		for _, state := range []leasetype.JobState{leasetype.JobStateCompleted, leasetype.JobStateRetryable, leasetype.JobStateCancelled} {
 			item := &driver.JobFinish{ID: a.ID, Token: a.LeaseToken, State: state, Outcome: leasetype.OutcomeFailed, Error: "late", CountError: true}
-			if ids := mustFinish(t, exec, item); len(ids) != 0 {
+			if ids := mustFinish(t, exec, "worker-a", item); len(ids) != 0 {
 				t.Errorf("stale finish to %s wrote %v, want nothing", state, ids)
 			}
 		}
-		if ids := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: a.ID, Token: a.LeaseToken, TTL: longTTL}); len(ids) != 0 {
+		if ids := mustHeartbeat(t, exec, "worker-a", driver.LeaseRenewal{ID: a.ID, Token: a.LeaseToken, TTL: longTTL}); len(ids) != 0 {
 			t.Errorf("stale heartbeat renewed %v, want nothing", ids)
 		}
 		assertUnchanged(t, exec, "job leased to worker-b", bJob)
@@ -103,7 +103,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 
 		// Worker B, the current holder, completes.
-		assertSameIDs(t, "worker-b's completion", mustFinish(t, exec, completeItem(bJob)), []int64{bJob.ID})
+		assertSameIDs(t, "worker-b's completion", mustFinish(t, exec, "worker-b", completeItem(bJob)), []int64{bJob.ID})
 		if got := mustGet(t, exec, bJob.ID); got.State != leasetype.JobStateCompleted {
 			t.Errorf("State = %s, want completed", got.State)
 		}
@@ -122,7 +122,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, shortTTL))
 		waitLeaseExpired(t, exec, job)
-		if ids := mustFinish(t, exec, completeItem(job)); len(ids) != 0 {
+		if ids := mustFinish(t, exec, "w", completeItem(job)); len(ids) != 0 {
 			t.Errorf("finish after the lease expired (not yet reclaimed) wrote %v, want nothing", ids)
 		}
 		assertUnchanged(t, exec, "job with an expired lease", job)
@@ -137,7 +137,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		at := mustNow(t, exec).Add(time.Hour)
-		ids := mustFinish(t, exec, &driver.JobFinish{
+		ids := mustFinish(t, exec, "w", &driver.JobFinish{
 			ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateRetryable,
 			Outcome: leasetype.OutcomeFailed, ScheduledAt: &at, Error: "psp timeout", CountError: true,
 		})
@@ -165,7 +165,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		before := mustNow(t, exec)
-		mustFinish(t, exec, &driver.JobFinish{
+		mustFinish(t, exec, "w", &driver.JobFinish{
 			ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateRetryable,
 			Outcome: leasetype.OutcomePanicked, Error: "panic: boom", CountError: true,
 		})
@@ -177,7 +177,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("re-claim: attempt %d token %d errors %d, want 2 %d 1", again.Attempt, again.LeaseToken, job.LeaseToken+1, again.Errors)
 		}
 		// A completion without an error keeps the last failure's text.
-		mustFinish(t, exec, completeItem(again))
+		mustFinish(t, exec, "w", completeItem(again))
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateCompleted || got.Errors != 1 || got.LastError != "panic: boom" {
 			t.Errorf("after completing: state %s errors %d last error %q, want completed 1 \"panic: boom\"", got.State, got.Errors, got.LastError)
 		}
@@ -193,7 +193,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		at := mustNow(t, exec).Add(time.Hour)
-		mustFinish(t, exec, &driver.JobFinish{
+		mustFinish(t, exec, "w", &driver.JobFinish{
 			ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateRetryable,
 			Outcome: leasetype.OutcomeFailed, ScheduledAt: &at, Error: "not counted",
 		})
@@ -209,7 +209,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		at := mustNow(t, exec).Add(time.Second)
-		ids := mustFinish(t, exec, &driver.JobFinish{
+		ids := mustFinish(t, exec, "w", &driver.JobFinish{
 			ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateScheduled, Outcome: leasetype.OutcomeSnoozed, ScheduledAt: &at,
 		})
 		assertSameIDs(t, "finished", ids, []int64{job.ID})
@@ -238,7 +238,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		before := mustNow(t, exec)
-		mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
 		after := mustNow(t, exec)
 		got := mustGet(t, exec, job.ID)
 		if got.State != leasetype.JobStateAvailable || got.Errors != 0 || got.Expiries != 0 || got.FinalizedAt != nil {
@@ -265,7 +265,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 			mustInsertOne(t, exec, jobParams("k", "q"))
 			job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 			before := mustNow(t, exec)
-			ids := mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: tc.state, Outcome: tc.outcome, Error: "final", CountError: tc.state == leasetype.JobStateDiscarded})
+			ids := mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: tc.state, Outcome: tc.outcome, Error: "final", CountError: tc.state == leasetype.JobStateDiscarded})
 			after := mustNow(t, exec)
 			assertSameIDs(t, "finished", ids, []int64{job.ID})
 			got := mustGet(t, exec, job.ID)
@@ -293,7 +293,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("claimed %d jobs, want 3", len(live))
 		}
 		at := mustNow(t, exec).Add(time.Hour)
-		ids := mustFinish(t, exec,
+		ids := mustFinish(t, exec, "w",
 			completeItem(live[0]),
 			completeItem(a), // stale
 			&driver.JobFinish{ID: live[1].ID, Token: live[1].LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, ScheduledAt: &at, Error: "e", CountError: true},
@@ -331,7 +331,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		for _, j := range jobs {
 			items = append(items, completeItem(j))
 		}
-		assertSameIDs(t, "written", mustFinish(t, exec, items...), jobIDs(jobs))
+		assertSameIDs(t, "written", mustFinish(t, exec, "w", items...), jobIDs(jobs))
 		if n := countJobs(t, exec, driver.JobListParams{States: []leasetype.JobState{leasetype.JobStateCompleted}}); n != 50 {
 			t.Errorf("completed jobs = %d, want 50", n)
 		}
@@ -372,7 +372,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 					if r%2 == 1 {
 						item = &driver.JobFinish{ID: j.ID, Token: j.LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e", CountError: true}
 					}
-					ids, err := exec.JobFinish(t.Context(), &driver.JobFinishParams{Items: []*driver.JobFinish{item}})
+					ids, err := exec.JobFinish(t.Context(), &driver.JobFinishParams{Owner: "w", Items: []*driver.JobFinish{item}})
 					if err != nil {
 						errs <- err
 						return
@@ -410,7 +410,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		tx, txExec := userTx(t, b, d)
-		assertSameIDs(t, "finished in the transaction", mustFinish(t, txExec, completeItem(job)), []int64{job.ID})
+		assertSameIDs(t, "finished in the transaction", mustFinish(t, txExec, "w", completeItem(job)), []int64{job.ID})
 		if got := mustGet(t, txExec, job.ID); got.State != leasetype.JobStateCompleted {
 			t.Errorf("inside the transaction: state %s, want completed", got.State)
 		}
@@ -422,7 +422,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("attempt rows after the rollback = %d, want 0", n)
 		}
 		// The lease is still live: the worker can complete outside.
-		assertSameIDs(t, "finished after the rollback", mustFinish(t, exec, completeItem(job)), []int64{job.ID})
+		assertSameIDs(t, "finished after the rollback", mustFinish(t, exec, "w", completeItem(job)), []int64{job.ID})
 	})
 
 	t.Run("InUserTxCommitted", func(t *testing.T) {
@@ -433,7 +433,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
 		tx, txExec := userTx(t, b, d)
 		other := mustInsertOne(t, txExec, jobParams("follow-up", "q2")) // the business write's companion
-		assertSameIDs(t, "finished in the transaction", mustFinish(t, txExec, completeItem(job)), []int64{job.ID})
+		assertSameIDs(t, "finished in the transaction", mustFinish(t, txExec, "w", completeItem(job)), []int64{job.ID})
 		if err := b.CommitTx(t.Context(), tx); err != nil {
 			t.Fatalf("CommitTx: %v", err)
 		}
@@ -462,10 +462,10 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		// SQLite connection may be all there is), so wait on the local
 		// monotonic clock: the lease ends at most shortTTL after the claim.
 		time.Sleep(time.Until(claimed.Add(shortTTL + 100*time.Millisecond)))
-		if ids := mustHeartbeat(t, txExec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(ids) != 0 {
+		if ids := mustHeartbeat(t, txExec, "w", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(ids) != 0 {
 			t.Errorf("heartbeat in a transaction after the lease expired renewed %v, want nothing", ids)
 		}
-		if ids := mustFinish(t, txExec, completeItem(job)); len(ids) != 0 {
+		if ids := mustFinish(t, txExec, "w", completeItem(job)); len(ids) != 0 {
 			t.Errorf("finish in a transaction after the lease expired wrote %v, want nothing", ids)
 		}
 		if err := b.CommitTx(t.Context(), tx); err != nil {
@@ -483,7 +483,7 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := d.GetExecutor()
 		a, bJob := leaseLost(t, exec, "q")
 		tx, txExec := userTx(t, b, d)
-		if ids := mustFinish(t, txExec, completeItem(a)); len(ids) != 0 {
+		if ids := mustFinish(t, txExec, "worker-a", completeItem(a)); len(ids) != 0 {
 			t.Errorf("stale finish in a transaction wrote %v, want nothing", ids)
 		}
 		if err := b.CommitTx(t.Context(), tx); err != nil {

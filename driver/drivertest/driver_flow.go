@@ -101,7 +101,7 @@ func exerciseFlow[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		for _, j := range q2 {
 			if j.Kind == "a" {
-				mustFinish(t, exec, completeItem(j)) // a finished job holds no slot
+				mustFinish(t, exec, "w", completeItem(j)) // a finished job holds no slot
 				break
 			}
 		}

@@ -29,7 +29,7 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 			for _, j := range jobs {
 				leases = append(leases, driver.LeaseRenewal{ID: j.ID, Token: j.LeaseToken, TTL: ttl})
 			}
-			return mustHeartbeat(t, exec, leases...)
+			return mustHeartbeat(t, exec, "w", leases...)
 		}
 		before := mustNow(t, exec)
 		assertSameIDs(t, "first heartbeat renewed", renew(2*longTTL), jobIDs(jobs))
@@ -73,7 +73,7 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		// The second renewal shortens its lease: the TTL is the caller's.
 		ttls := []time.Duration{2 * longTTL, 5 * time.Second}
-		renewed := mustHeartbeat(t, exec,
+		renewed := mustHeartbeat(t, exec, "w",
 			driver.LeaseRenewal{ID: jobs[0].ID, Token: jobs[0].LeaseToken, TTL: ttls[0]},
 			driver.LeaseRenewal{ID: jobs[1].ID, Token: jobs[1].LeaseToken, TTL: ttls[1]},
 		)
@@ -95,7 +95,7 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "other"))
 		good := mustClaimOne(t, exec, claimParams("other", "worker-a", 1, longTTL))
 
-		renewed := mustHeartbeat(t, exec,
+		renewed := mustHeartbeat(t, exec, "worker-a",
 			driver.LeaseRenewal{ID: a.ID, Token: a.LeaseToken, TTL: longTTL},
 			driver.LeaseRenewal{ID: good.ID, Token: good.LeaseToken, TTL: longTTL},
 		)
@@ -111,7 +111,7 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		renewed := mustHeartbeat(t, exec,
+		renewed := mustHeartbeat(t, exec, "w",
 			driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken + 1, TTL: longTTL},
 			driver.LeaseRenewal{ID: job.ID + 1000, Token: 1, TTL: longTTL},
 		)
@@ -127,7 +127,7 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, shortTTL))
 		waitLeaseExpired(t, exec, job)
-		if renewed := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(renewed) != 0 {
+		if renewed := mustHeartbeat(t, exec, "w", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(renewed) != 0 {
 			t.Errorf("renewed %v after the lease expired, want none", renewed)
 		}
 		assertUnchanged(t, exec, "job with an expired lease", job)
@@ -138,9 +138,9 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 		exec := b.New(t).GetExecutor()
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		mustFinish(t, exec, completeItem(job))
+		mustFinish(t, exec, "w", completeItem(job))
 		done := mustGet(t, exec, job.ID)
-		if renewed := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(renewed) != 0 {
+		if renewed := mustHeartbeat(t, exec, "w", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(renewed) != 0 {
 			t.Errorf("renewed %v on a completed job, want none", renewed)
 		}
 		assertUnchanged(t, exec, "completed job", done)
@@ -149,10 +149,10 @@ func exerciseHeartbeat[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Run("EmptyIsNoop", func(t *testing.T) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()
-		if renewed := mustHeartbeat(t, exec); len(renewed) != 0 {
+		if renewed := mustHeartbeat(t, exec, "w"); len(renewed) != 0 {
 			t.Errorf("empty heartbeat renewed %v", renewed)
 		}
-		if ids := mustFinish(t, exec); len(ids) != 0 {
+		if ids := mustFinish(t, exec, "w"); len(ids) != 0 {
 			t.Errorf("empty finish wrote %v", ids)
 		}
 		if res, err := exec.JobInsertMany(t.Context(), &driver.JobInsertManyParams{}); err != nil || len(res) != 0 {

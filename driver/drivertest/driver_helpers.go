@@ -125,18 +125,20 @@ func mustClaimOne(t *testing.T, exec driver.Executor, p *driver.JobClaimParams) 
 	return jobs[0]
 }
 
-func mustHeartbeat(t *testing.T, exec driver.Executor, leases ...driver.LeaseRenewal) []int64 {
+// mustHeartbeat renews leases as lease owner owner.
+func mustHeartbeat(t *testing.T, exec driver.Executor, owner string, leases ...driver.LeaseRenewal) []int64 {
 	t.Helper()
-	ids, err := exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Leases: leases})
+	ids, err := exec.JobHeartbeat(t.Context(), &driver.JobHeartbeatParams{Owner: owner, Leases: leases})
 	if err != nil {
 		t.Fatalf("JobHeartbeat: %v", err)
 	}
 	return ids
 }
 
-func mustFinish(t *testing.T, exec driver.Executor, items ...*driver.JobFinish) []int64 {
+// mustFinish ends leases as lease owner owner.
+func mustFinish(t *testing.T, exec driver.Executor, owner string, items ...*driver.JobFinish) []int64 {
 	t.Helper()
-	ids, err := exec.JobFinish(t.Context(), &driver.JobFinishParams{Items: items})
+	ids, err := exec.JobFinish(t.Context(), &driver.JobFinishParams{Owner: owner, Items: items})
 	if err != nil {
 		t.Fatalf("JobFinish: %v", err)
 	}
@@ -447,7 +449,7 @@ func mustRollback(t *testing.T, tx driver.ExecutorTx) {
 // could lose it before the renewal. It returns the renewed row.
 func shortenLease(t *testing.T, exec driver.Executor, job *leasetype.JobRow) *leasetype.JobRow {
 	t.Helper()
-	if ids := mustHeartbeat(t, exec, driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL}); len(ids) != 1 {
+	if ids := mustHeartbeat(t, exec, "w", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: shortTTL}); len(ids) != 1 {
 		t.Fatalf("heartbeat to shorten job %d's lease renewed %v", job.ID, ids)
 	}
 	return mustGet(t, exec, job.ID)

@@ -182,7 +182,7 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 			if final != leasetype.JobStateCompleted {
 				item.Outcome = leasetype.OutcomeCancelled
 			}
-			if ids := mustFinish(t, exec, item); len(ids) != 1 {
+			if ids := mustFinish(t, exec, "w", item); len(ids) != 1 {
 				t.Fatalf("JobFinish to %s: wrote %v, want [%d]", final, ids, job.ID)
 			}
 			again := mustInsertMany(t, exec, p)[0]

@@ -15,13 +15,6 @@ import (
 func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Helper()
 
-	versions := func(ms []driver.Migration) []int {
-		out := make([]int, len(ms))
-		for i, m := range ms {
-			out[i] = m.Version
-		}
-		return out
-	}
 	applied := func(t *testing.T, exec driver.Executor) []int {
 		t.Helper()
 		v, err := exec.MigrationApplied(t.Context())
@@ -115,7 +108,7 @@ func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 		// The schema works again end to end.
 		mustInsertOne(t, exec, jobParams("k", "q"))
 		job := mustClaimOne(t, exec, claimParams("q", "w", 1, longTTL))
-		assertSameIDs(t, "finished", mustFinish(t, exec, completeItem(job)), []int64{job.ID})
+		assertSameIDs(t, "finished", mustFinish(t, exec, "w", completeItem(job)), []int64{job.ID})
 		if got := mustGet(t, exec, job.ID); got.State != leasetype.JobStateCompleted {
 			t.Errorf("state = %s, want completed", got.State)
 		}
@@ -201,4 +194,6 @@ func exerciseMigrate[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("Up after Down applied %v (err %v), want %v", up, err, all[len(all)-1:])
 		}
 	})
+
+	exerciseMigrateLock(t, b)
 }

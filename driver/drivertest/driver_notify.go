@@ -20,7 +20,7 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 	// stop ends it and checks that it returned nil.
 	listen := func(t *testing.T, d driver.Driver[TTx]) (<-chan driver.InsertNotice, func()) {
 		t.Helper()
-		n, ok := any(d).(driver.Notifier)
+		n, ok := driver.NotifierOf(d)
 		if !ok {
 			t.Skipf("driver %s does not implement driver.Notifier", d.Name())
 		}

@@ -31,7 +31,7 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		completed := []*leasetype.JobRow{jobs[0], jobs[1]}
 		discarded, cancelled, running := jobs[2], jobs[3], jobs[4]
-		mustFinish(t, exec, completeItem(jobs[0]), completeItem(jobs[1]),
+		mustFinish(t, exec, "w", completeItem(jobs[0]), completeItem(jobs[1]),
 			&driver.JobFinish{ID: discarded.ID, Token: discarded.LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "dead", CountError: true},
 			&driver.JobFinish{ID: cancelled.ID, Token: cancelled.LeaseToken, State: leasetype.JobStateCancelled, Outcome: leasetype.OutcomeCancelled})
 		// A stuck job has a FinalizedAt too, but it is not finished.
@@ -146,7 +146,7 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 				t.Errorf("job %d after AttemptPrune: state %s, want completed", j.ID, got.State)
 			}
 		}
-		assertSameIDs(t, "finish after AttemptPrune", mustFinish(t, exec, completeItem(running)), []int64{running.ID})
+		assertSameIDs(t, "finish after AttemptPrune", mustFinish(t, exec, "w", completeItem(running)), []int64{running.ID})
 		if n := attemptCount(t, exec, all); n != 1 {
 			t.Errorf("attempt rows after a new finish = %d, want 1", n)
 		}
@@ -203,7 +203,7 @@ func finishedJobs(t *testing.T, exec driver.Executor, queue string, n int) []*le
 	for i, j := range jobs {
 		items[i] = completeItem(j)
 	}
-	assertSameIDs(t, "completed", mustFinish(t, exec, items...), jobIDs(jobs))
+	assertSameIDs(t, "completed", mustFinish(t, exec, "w", items...), jobIDs(jobs))
 	for i, j := range jobs {
 		jobs[i] = mustGet(t, exec, j.ID)
 	}

@@ -52,7 +52,7 @@ func exerciseStats[TTx any](t *testing.T, b Backend[TTx]) {
 			{ID: claimed[1].ID, Token: claimed[1].LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted},
 			{ID: claimed[2].ID, Token: claimed[2].LeaseToken, State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "x", CountError: true},
 		}
-		if written, err := exec.JobFinish(ctx, &driver.JobFinishParams{Items: items}); err != nil || len(written) != 3 {
+		if written, err := exec.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: items}); err != nil || len(written) != 3 {
 			t.Fatalf("finish: %v, %v", written, err)
 		}
 		backlog, err = exec.QueueBacklog(ctx)

@@ -21,7 +21,7 @@ func exerciseUniqueFinished[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Helper()
 		job := mustClaimOne(t, exec, claimParams(queue, "w", 1, longTTL))
 		outcome := map[leasetype.JobState]leasetype.AttemptOutcome{completed: leasetype.OutcomeCompleted, discarded: leasetype.OutcomeFailed, cancelled: leasetype.OutcomeCancelled}[final]
-		if ids := mustFinish(t, exec, &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: final, Outcome: outcome}); len(ids) != 1 {
+		if ids := mustFinish(t, exec, "w", &driver.JobFinish{ID: job.ID, Token: job.LeaseToken, State: final, Outcome: outcome}); len(ids) != 1 {
 			t.Fatalf("JobFinish to %s wrote %v, want [%d]", final, ids, job.ID)
 		}
 		return mustGet(t, exec, job.ID)

@@ -72,6 +72,7 @@ func (e *env[TTx]) client(d driver.Driver[TTx], ws *leasehold.Workers, ttl time.
 	}
 	c, err := leasehold.NewClient(d, &leasehold.Config{
 		Workers: ws, LeaseTTL: ttl, PollInterval: 50 * time.Millisecond, WatcherInterval: 100 * time.Millisecond,
+		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: 100}},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

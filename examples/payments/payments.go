@@ -25,12 +25,17 @@ package payments
 import (
 	"errors"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
 // Kinds and queues of the payment jobs.
 const (
 	// ChargeKind is the kind of the charge job.
 	ChargeKind = "payments.charge"
+	// ChargeQueue is the queue charge jobs run in: the reference system's
+	// own, so that its workers never claim an application's other jobs.
+	ChargeQueue = "payments.charge"
 	// ReconcileKind is the kind of the reconciliation job.
 	ReconcileKind = "payments.reconcile"
 	// ReconcileQueue is the queue reconciliation jobs run in, apart from
@@ -61,6 +66,10 @@ const (
 
 // ErrPaymentNotFound is returned when no payment has the given ID.
 var ErrPaymentNotFound = errors.New("payments: payment not found")
+
+// ErrInvalidPayment is wrapped by Create for a payment that can never be
+// created as given (amount, currency or ID); retrying it is pointless.
+var ErrInvalidPayment = errors.New("payments: invalid payment")
 
 // Payment is a row of the payments table.
 type Payment struct {
@@ -112,3 +121,8 @@ type ChargeArgs struct {
 
 // Kind implements leasehold.JobArgs.
 func (ChargeArgs) Kind() string { return ChargeKind }
+
+// InsertOpts puts charge jobs in their own queue.
+func (ChargeArgs) InsertOpts() leasehold.InsertOpts {
+	return leasehold.InsertOpts{Queue: ChargeQueue}
+}

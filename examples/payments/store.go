@@ -94,6 +94,11 @@ func (s *Store[TTx]) Setup(ctx context.Context) error {
 			return fmt.Errorf("payments: create schema: %w", err)
 		}
 	}
+	// A payments table that existed already must have every column the
+	// store reads.
+	if _, err := s.b.pool().exec(ctx, `SELECT `+paymentColumns+` FROM payments WHERE 1 = 0`); err != nil {
+		return fmt.Errorf("payments: the payments table lacks the store's columns: %w", err)
+	}
 	return nil
 }
 
@@ -127,7 +132,7 @@ func (s *Store[TTx]) Create(ctx context.Context, client *leasehold.Client[TTx], 
 // charge job (unique key: the payment ID) exist only if tx commits.
 func (s *Store[TTx]) CreateTx(ctx context.Context, tx TTx, client *leasehold.Client[TTx], p NewPayment) (*Payment, error) {
 	if p.AmountCents <= 0 || len(p.Currency) != 3 || p.ID == "" {
-		return nil, fmt.Errorf("payments: invalid payment %q: amount must be positive, currency a 3-letter code, ID set", p.ID)
+		return nil, fmt.Errorf("%w %q: amount must be positive, currency a 3-letter code, ID set", ErrInvalidPayment, p.ID)
 	}
 	now := s.now()
 	q := s.b.tx(tx)

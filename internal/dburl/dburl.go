@@ -7,8 +7,20 @@
 //	mysql://user:pass@host:3306/db  MySQL 8 or MariaDB 10.6+ (or mariadb://)
 //
 // Postgres URL parameters that pgx does not know itself are sent to the
-// server as run-time parameters: ?search_path=jobs keeps the leasehold
-// tables in schema jobs (it must exist). pool_max_conns sizes the pool.
+// server as run-time parameters, except three that leasehold consumes
+// (postgres.Options):
+//
+//	schema=jobs        the leasehold tables are in schema jobs (it must
+//	                   exist); no startup parameter is sent, so it works
+//	                   through PgBouncer, which refuses search_path
+//	listen_url=URL     LISTEN on this (percent-encoded) URL instead, e.g. a
+//	                   direct connection when the URL goes through PgBouncer
+//	listen=off         no LISTEN: clients find other clients' jobs by polling
+//
+// ?search_path=jobs also selects a schema on a direct connection.
+// pool_max_conns sizes the pool. Through PgBouncer in transaction mode
+// (before 1.21, or without max_prepared_statements) add
+// default_query_exec_mode=exec.
 //
 // MySQL URL parameters go to github.com/go-sql-driver/mysql as DSN
 // parameters (?tls=true, ?timeout=5s), except pool_max_conns, which sizes
@@ -25,6 +37,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +78,10 @@ type URL struct {
 	// pool size.
 	dsn      string
 	maxConns int
+	// pgURL is a Postgres URL without the parameters leasehold consumes, and
+	// pgOpts what they set.
+	pgURL  string
+	pgOpts postgres.Options
 	// raw is the URL as given.
 	raw string
 }
@@ -89,10 +106,19 @@ func Parse(raw string) (*URL, error) {
 		}
 		return &URL{Backend: SQLite, Path: path, raw: raw}, nil
 	case "postgres", "postgresql":
-		if _, err := pgxpool.ParseConfig(raw); err != nil {
+		pgURL, opts, err := postgresParams(raw)
+		if err == nil {
+			_, err = pgxpool.ParseConfig(pgURL)
+		}
+		if err == nil && opts.ListenURL != "" {
+			if _, lerr := pgxpool.ParseConfig(opts.ListenURL); lerr != nil {
+				err = fmt.Errorf("listen_url: %w", lerr)
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, redact(raw), firstLine(err.Error()))
 		}
-		return &URL{Backend: Postgres, raw: raw}, nil
+		return &URL{Backend: Postgres, raw: raw, pgURL: pgURL, pgOpts: opts}, nil
 	case "mysql", "mariadb":
 		dsn, maxConns, err := mysqlDSN(raw)
 		if err != nil {
@@ -144,7 +170,7 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 		db.SetMaxOpenConns(u.maxConns)
 		return &DB{URL: u, MySQL: d, MySQLDB: db}, nil
 	default:
-		cfg, err := pgxpool.ParseConfig(raw)
+		cfg, err := pgxpool.ParseConfig(u.pgURL)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, u, firstLine(err.Error()))
 		}
@@ -166,7 +192,12 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dburl: cannot reach Postgres at %s: %s", u, firstLine(err.Error()))
 		}
-		return &DB{URL: u, Postgres: postgres.New(pool)}, nil
+		d, err := postgres.NewWithOptions(pool, &u.pgOpts)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, u, firstLine(err.Error()))
+		}
+		return &DB{URL: u, Postgres: d}, nil
 	}
 }
 
@@ -184,16 +215,114 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// postgresParams takes the parameters leasehold consumes (schema,
+// listen_url, listen) out of a Postgres URL, leaving the others as written,
+// and returns the URL pgx is to parse and the driver options they set. It
+// works on the query string alone, so multi-host URLs keep their form.
+func postgresParams(raw string) (string, postgres.Options, error) {
+	var opts postgres.Options
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, opts, nil
+	}
+	var kept []string
+	for _, pair := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return "", opts, fmt.Errorf("parameter %q: %w", k, err)
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil {
+			return "", opts, fmt.Errorf("parameter %s: %w", key, err)
+		}
+		switch key {
+		case "schema":
+			opts.Schema = val
+		case "listen_url":
+			opts.ListenURL = val
+		case "listen":
+			switch val {
+			case "on":
+			case "off":
+				opts.DisableListen = true
+			default:
+				return "", opts, fmt.Errorf("listen=%q: want on or off", val)
+			}
+		default:
+			if pair != "" {
+				kept = append(kept, pair)
+			}
+		}
+	}
+	if opts.DisableListen && opts.ListenURL != "" {
+		return "", opts, errors.New("listen=off and listen_url both set: choose one")
+	}
+	if len(kept) == 0 {
+		return base, opts, nil
+	}
+	return base + "?" + strings.Join(kept, "&"), opts, nil
+}
+
 // redact hides the password of a URL-shaped string.
+//
+// It hides the user:password@ part and every query parameter whose name
+// holds "password", "passwd" or "secret" (?password=, ?sslpassword=); a
+// listen_url parameter, a URL of its own, is redacted the same way. Text
+// that does not parse as a URL (a key=value DSN) has its password=... and
+// user:password@ parts replaced.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if err != nil || u.Scheme == "" {
+		return redactText(raw)
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, kv := range parts {
+			k, v, _ := strings.Cut(kv, "=")
+			name, err := url.QueryUnescape(k)
+			if err != nil {
+				name = k
+			}
+			switch {
+			case secretName(name):
+				parts[i] = k + "=xxxxx"
+			case name == "listen_url":
+				// A URL of its own, password and all.
+				if inner, err := url.QueryUnescape(v); err == nil {
+					parts[i] = k + "=" + url.QueryEscape(redact(inner))
+				} else {
+					parts[i] = k + "=xxxxx"
+				}
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
 	}
 	return u.String()
+}
+
+// secretName reports whether a parameter's name says it holds a secret.
+func secretName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "password") || strings.Contains(n, "passwd") || strings.Contains(n, "secret")
+}
+
+var (
+	// kvPassword is a password=... pair of a key=value DSN, quoted or not.
+	kvPassword = regexp.MustCompile(`(?i)(\b\w*(?:password|passwd|secret)\w*\s*=\s*)('(?:[^'\\]|\\.)*'|"[^"]*"|[^\s&]+)`)
+	// userPassword is the user:password@ of a URL-shaped text.
+	userPassword = regexp.MustCompile(`(://[^/:@\s]*:)[^@/\s]*@`)
+)
+
+// redactText hides the secrets of a text that is not a URL.
+func redactText(s string) string {
+	s = kvPassword.ReplaceAllString(s, "${1}xxxxx")
+	return userPassword.ReplaceAllString(s, "${1}xxxxx@")
 }
 
 func firstLine(s string) string {

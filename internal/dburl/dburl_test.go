@@ -3,9 +3,14 @@ package dburl
 import (
 	"context"
 	"errors"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/migrate"
+	"github.com/leasehold/leasehold/postgres"
 )
 
 func parseCases() []struct {
@@ -116,5 +121,95 @@ func TestOpenErrorsAreOneLine(t *testing.T) {
 		if msg := err.Error(); strings.Contains(msg, "\n") || strings.Contains(msg, "secret") || !strings.Contains(msg, "cannot") {
 			t.Fatalf("Open(%q) error %q: want one line, no password, saying it cannot open or reach", raw, msg)
 		}
+	}
+}
+
+func TestPostgresParams(t *testing.T) {
+	for _, c := range []struct {
+		raw, pgURL string
+		opts       postgres.Options
+		bad        string
+	}{
+		{raw: "postgres://h/db", pgURL: "postgres://h/db"},
+		{raw: "postgres://h/db?sslmode=disable&schema=jobs&default_query_exec_mode=exec",
+			pgURL: "postgres://h/db?sslmode=disable&default_query_exec_mode=exec", opts: postgres.Options{Schema: "jobs"}},
+		{raw: "postgres://h1:6432,h2:6432/db?schema=My%20Jobs&listen_url=postgres%3A%2F%2Fh1%3A5432%2Fdb",
+			pgURL: "postgres://h1:6432,h2:6432/db", opts: postgres.Options{Schema: "My Jobs", ListenURL: "postgres://h1:5432/db"}},
+		{raw: "postgres://h/db?listen=off", pgURL: "postgres://h/db", opts: postgres.Options{DisableListen: true}},
+		{raw: "postgres://h/db?listen=maybe", bad: "want on or off"},
+		{raw: "postgres://h/db?listen=off&listen_url=postgres://h/db", bad: "choose one"},
+	} {
+		pgURL, opts, err := postgresParams(c.raw)
+		if c.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), c.bad) {
+				t.Errorf("postgresParams(%q) = %v, want an error containing %q", c.raw, err, c.bad)
+			}
+			continue
+		}
+		if err != nil || pgURL != c.pgURL || opts != c.opts {
+			t.Errorf("postgresParams(%q) = %q, %+v, %v; want %q, %+v", c.raw, pgURL, opts, err, c.pgURL, c.opts)
+		}
+	}
+	u, err := Parse("postgres://h/db?listen_url=" + url.QueryEscape("postgres://u:secret@h:5432/db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := u.String(); strings.Contains(s, "secret") {
+		t.Errorf("String() = %q, want listen_url's password hidden", s)
+	}
+	if _, err := Parse("postgres://h/db?listen_url=" + url.QueryEscape("postgres://h/db?sslmode=bogus")); err == nil || !strings.Contains(err.Error(), "listen_url") {
+		t.Errorf("Parse with a bad listen_url = %v, want an error naming it", err)
+	}
+}
+
+// TestOpenPostgresSchema: ?schema= reaches the driver and is not sent to the
+// server (which would refuse an unknown run-time parameter): migrations put
+// the tables in the schema although the connections' search_path does not
+// name it.
+func TestOpenPostgresSchema(t *testing.T) {
+	schema := pgtest.Schema(t, "lh_dburl_")
+	sep := "?"
+	if strings.Contains(pgtest.URL(), "?") {
+		sep = "&"
+	}
+	db, err := Open(t.Context(), pgtest.URL()+sep+"schema="+schema+"&listen=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := migrate.New(db.Postgres).Up(t.Context()); err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	var n int
+	if err := db.Postgres.Pool().QueryRow(t.Context(),
+		`SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'leasehold_job'`, schema).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("leasehold_job in %s: %d, %v; want 1", schema, n, err)
+	}
+	if db.Postgres.Notifies() {
+		t.Fatal("listen=off: the driver still notifies")
+	}
+}
+
+// TestRedactEverySecret: no form of a password in a database URL or DSN
+// survives redaction.
+func TestRedactEverySecret(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"postgres://app:s3cr3t-pw@db:5432/app",
+		"postgres://app@db:5432/app?password=s3cr3t-pw",
+		"postgres://app@db:5432/app?sslmode=require&sslpassword=s3cr3t-pw",
+		"postgres://app@db/app?listen_url=" + url.QueryEscape("postgres://app:s3cr3t-pw@direct/app"),
+		"mysql://root:s3cr3t-pw@127.0.0.1:3306/test",
+		"host=db user=app password=s3cr3t-pw dbname=app",
+		"host=db password='s3cr3t-pw' dbname=app",
+		"postgres://app:s3cr3t-pw@db:5432/app\x7f", // does not parse as a URL
+	} {
+		got := redact(raw)
+		if strings.Contains(got, "s3cr3t-pw") {
+			t.Errorf("redact(%q) = %q: the password is still there", raw, got)
+		}
+	}
+	if got := redact("postgres://app@db:5432/app?sslmode=disable"); got != "postgres://app@db:5432/app?sslmode=disable" {
+		t.Errorf("a URL without secrets changed: %q", got)
 	}
 }

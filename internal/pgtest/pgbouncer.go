@@ -36,6 +36,12 @@ type BouncerOptions struct {
 	// (PgBouncer 1.21 and newer track protocol-level prepared statements);
 	// ignored, with a log line, on older versions.
 	MaxPreparedStatements int
+	// SearchPath, when set, is the search_path of the server connections
+	// (set by PgBouncer's connect_query when it opens each), so that a
+	// client that names no schema, as a user's URL would not, finds its
+	// tables in a test's schema. Clients cannot set it themselves:
+	// PgBouncer refuses the search_path startup parameter.
+	SearchPath string
 }
 
 // PgBouncer starts PgBouncer in transaction pool mode on a free loopback
@@ -82,7 +88,11 @@ func PgBouncer(t testing.TB, opts *BouncerOptions) *Bouncer {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	listen := freePort(t)
 	var ini strings.Builder
-	fmt.Fprintf(&ini, "[databases]\n%s = host=%s port=%s dbname=%s\n\n[pgbouncer]\n", dbname, host, port, dbname)
+	fmt.Fprintf(&ini, "[databases]\n%s = host=%s port=%s dbname=%s", dbname, host, port, dbname)
+	if o.SearchPath != "" {
+		fmt.Fprintf(&ini, " connect_query='SET search_path TO %s'", o.SearchPath)
+	}
+	ini.WriteString("\n\n[pgbouncer]\n")
 	fmt.Fprintf(&ini, "listen_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n", listen)
 	fmt.Fprintf(&ini, "auth_type = trust\nauth_file = %s\n", filepath.Join(dir, "users.txt"))
 	fmt.Fprintf(&ini, "pool_mode = transaction\nmax_client_conn = 1000\ndefault_pool_size = %d\n", o.PoolSize)
@@ -176,6 +186,11 @@ func bouncerVersion(t testing.TB, bin string) string {
 	}
 	return string(m[1])
 }
+
+// BouncerTracksPrepared reports whether PgBouncer version tracks
+// protocol-level prepared statements in transaction mode when
+// max_prepared_statements is set (1.21 and newer).
+func BouncerTracksPrepared(version string) bool { return versionAtLeast(version, 1, 21) }
 
 // versionAtLeast reports whether version (major.minor.patch) is at least major.minor.
 func versionAtLeast(version string, major, minor int) bool {

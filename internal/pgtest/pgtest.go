@@ -66,14 +66,35 @@ func Schema(t testing.TB, prefix string) string {
 // (see Schema), closed when the test ends.
 func Pool(t testing.TB, prefix string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
+	return NewPool(t, PoolConfig(t, prefix, maxConns))
+}
+
+// PoolConfig returns the configuration of a pool of at most maxConns
+// connections on a fresh schema (see Schema), selected by search_path, for
+// a test to adjust before NewPool.
+func PoolConfig(t testing.TB, prefix string, maxConns int32) *pgxpool.Config {
+	t.Helper()
 	schema := Schema(t, prefix)
-	url := URL()
+	cfg := ParsePoolConfig(t, URL(), maxConns)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	return cfg
+}
+
+// ParsePoolConfig parses url as the configuration of a pool of at most
+// maxConns connections.
+func ParsePoolConfig(t testing.TB, url string, maxConns int32) *pgxpool.Config {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("parse %s: %v", url, err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = maxConns
+	return cfg
+}
+
+// NewPool opens a pool with cfg, closed when the test ends.
+func NewPool(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open pool: %v", err)

@@ -44,7 +44,7 @@ func (d *notifyingFaultDriver[TTx]) ListenInserts(ctx context.Context, ready fun
 // wrap returns the fault driver and the driver a client should use.
 func wrap[TTx any](d driver.Driver[TTx]) (*faultDriver[TTx], driver.Driver[TTx]) {
 	fd := &faultDriver[TTx]{Driver: d, frozen: map[int64]bool{}}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := driver.NotifierOf(d); ok {
 		return fd, &notifyingFaultDriver[TTx]{faultDriver: fd, n: n}
 	}
 	return fd, fd
@@ -138,7 +138,7 @@ func (e *faultExecutor[TTx]) JobHeartbeat(ctx context.Context, p *driver.JobHear
 		return nil, err
 	}
 	var frozen []int64
-	pass := &driver.JobHeartbeatParams{Leases: make([]driver.LeaseRenewal, 0, len(p.Leases))}
+	pass := &driver.JobHeartbeatParams{Owner: p.Owner, Leases: make([]driver.LeaseRenewal, 0, len(p.Leases))}
 	for _, l := range p.Leases {
 		if e.d.isFrozen(l.ID) {
 			frozen = append(frozen, l.ID)

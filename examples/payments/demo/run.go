@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +22,11 @@ import (
 // ErrFailed is wrapped by Run's error when the run ends with a payment lost,
 // double-charged or still pending.
 var ErrFailed = errors.New("demo: payments lost, double-charged or unsettled")
+
+// ErrNotScratch is wrapped by Run's error when the database holds what is
+// not the demo's: jobs in other queues, or a payments table of another
+// shape. The demo never works or changes an application's data.
+var ErrNotScratch = errors.New("demo: the database is not a scratch database")
 
 // crashPoint is where a planned crash happens.
 type crashPoint int
@@ -76,8 +84,10 @@ type run[TTx any] struct {
 	nextID  int
 	crashes atomic.Int64
 	pauses  atomic.Int64
-	stopped bool
-	created []atomic.Bool // per payment: its creation committed
+	// createRetries counts payment creations retried after an error.
+	createRetries atomic.Int64
+	stopped       bool
+	created       []atomic.Bool // per payment: its creation committed
 }
 
 // node is one worker client and its fault switches.
@@ -102,8 +112,11 @@ func Run[TTx any](ctx context.Context, d driver.Driver[TTx], store *payments.Sto
 	if _, err := migrate.New(d).Up(ctx); err != nil {
 		return nil, fmt.Errorf("demo: migrate: %w", err)
 	}
+	if err := onlyDemoJobs(ctx, d.GetExecutor()); err != nil {
+		return nil, err
+	}
 	if err := store.Setup(ctx); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("%w: a payments table of another shape exists (%v); run the demo on a scratch database: omit --database-url for a temporary SQLite file", ErrNotScratch, firstLine(err))
 	}
 	server, err := psp.Start(psp.Config{
 		Seed: cfg.Seed, MinLatency: cfg.PSPLatency / 5, MaxLatency: cfg.PSPLatency,
@@ -122,6 +135,38 @@ func Run[TTx any](ctx context.Context, d driver.Driver[TTx], store *payments.Sto
 	r := &run[TTx]{cfg: cfg, d: d, store: store, psp: server, plan: newPlan(cfg, ids), release: make(chan struct{}),
 		created: make([]atomic.Bool, len(ids))}
 	return r.run(ctx, ids)
+}
+
+// onlyDemoJobs refuses a database that holds jobs in queues other than the
+// demo's, so that the demo's workers never claim an application's jobs and
+// its summary never counts them.
+func onlyDemoJobs(ctx context.Context, exec driver.Executor) error {
+	counts, err := exec.JobCountByState(ctx)
+	if err != nil {
+		return fmt.Errorf("demo: count jobs: %w", err)
+	}
+	others := map[string]int64{}
+	var total int64
+	for _, c := range counts {
+		if c.Queue != payments.ChargeQueue && c.Queue != payments.ReconcileQueue && c.Count > 0 {
+			others[c.Queue] += c.Count
+			total += c.Count
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	queues := slices.Sorted(maps.Keys(others))
+	if len(queues) > 3 {
+		queues = append(queues[:3], "...")
+	}
+	return fmt.Errorf("%w: it holds %d jobs that are not the demo's (queues %s); run the demo on a scratch database: omit --database-url for a temporary SQLite file", ErrNotScratch, total, strings.Join(queues, ", "))
+}
+
+// firstLine is err's message up to its first newline.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
 
 func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
@@ -188,7 +233,7 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 				if i >= len(ids) || ctx.Err() != nil {
 					return
 				}
-				if _, err := r.store.Create(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR"}); err != nil {
+				if err := r.createOne(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR"}); err != nil {
 					errs <- err
 					return
 				}
@@ -202,6 +247,38 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 		return fmt.Errorf("demo: create payments: %w", err)
 	}
 	return ctx.Err()
+}
+
+// createOne creates one payment, retrying what may be transient (the
+// database restarting, failing over or unreachable for a moment) with
+// backoff until ctx ends, as an application's request handler would. A
+// retry is safe: the payment's ID is the primary key and its charge job's
+// unique key, so a creation whose commit was in fact applied is found by
+// reading the payment back, never created twice.
+func (r *run[TTx]) createOne(ctx context.Context, c *leasehold.Client[TTx], p payments.NewPayment) error {
+	wait := 20 * time.Millisecond
+	for {
+		_, err := r.store.Create(ctx, c, p)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, payments.ErrInvalidPayment) || ctx.Err() != nil {
+			return err
+		}
+		if got, gerr := r.store.Get(ctx, p.ID); gerr == nil && got != nil {
+			return nil // the commit was applied though it reported an error
+		}
+		r.createRetries.Add(1)
+		if r.cfg.Logger != nil {
+			r.cfg.Logger.Warn("demo: create payment failed; retrying", "payment", p.ID, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // waitSettled reports progress until every payment is settled, creation
@@ -262,7 +339,7 @@ func (r *run[TTx]) startNode(ctx context.Context) error {
 		// leader is replaced within about the lease TTL.
 		PeriodicJobs: []*leasehold.PeriodicJob{payments.ReconcilePeriodicJob(r.cfg.ReconcileEvery)},
 		LeaderTTL:    r.cfg.LeaseTTL,
-		Queues:       map[string]leasehold.QueueConfig{"default": {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1}},
+		Queues:       map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1}},
 	})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -58,6 +58,9 @@ type Summary struct {
 	SlowResponses int64 `json:"slow_responses"`
 	Declines      int64 `json:"declines"`
 	Replays       int64 `json:"replays"`
+	// CreateRetries counts payment creations retried after a database error
+	// (a restart, a failover); each retried payment was still created once.
+	CreateRetries int64 `json:"create_retries"`
 	// TransientErrors counts charge attempts retried with backoff.
 	TransientErrors int64 `json:"transient_errors"`
 	// WorkerClients counts the worker clients started, replacements included.
@@ -82,7 +85,15 @@ func (s *Summary) OK() bool {
 // summarize checks every payment of the run against the PSP's ledger and
 // gathers the counters.
 func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Duration) (*Summary, error) {
-	rows, err := r.store.ListPrefix(ctx, "pay_"+r.cfg.RunID+"_")
+	// The database may be failing over as the run ends: read for up to 30 s.
+	var rows []*payments.Payment
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if rows, err = r.store.ListPrefix(ctx, "pay_"+r.cfg.RunID+"_"); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("demo: read payments: %w", err)
 	}
@@ -144,6 +155,7 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 	st := r.psp.Stats()
 	s.PSPErrors, s.LostResponses, s.SlowResponses, s.Declines, s.Replays = st.InjectedErrors, st.LostResponses, st.SlowResponses, st.Declines, st.Replays
 	s.Crashes, s.Pauses = r.crashes.Load(), r.pauses.Load()
+	s.CreateRetries = r.createRetries.Load()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.WorkerClients = int64(len(r.nodes))
@@ -177,6 +189,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"settled", fmt.Sprintf("%d (succeeded %d, failed %d)", s.Settled, s.Succeeded, s.Failed)},
 		{"pending at the end", check(s.Pending)},
 		{"not created", check(s.NotCreated)},
+		{"creations retried", fmt.Sprintf("%d (database errors; each payment still created once)", s.CreateRetries)},
 		{"PSP charges", fmt.Sprintf("%d (one per succeeded payment)", s.PSPCharges)},
 		{"double charges", check(s.DoubleCharges)},
 		{"lost payments", check(s.Lost)},
