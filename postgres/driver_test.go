@@ -48,11 +48,7 @@ func TestConformance(t *testing.T) {
 		CommitTx:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
 		RollbackTx: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
 		NewSized: func(t *testing.T, conns int) driver.Driver[pgx.Tx] {
-			d := New(pgtest.Pool(t, "lh_", int32(conns)))
-			if _, err := migrate.New(d).Up(t.Context()); err != nil {
-				t.Fatalf("migrate up: %v", err)
-			}
-			return d
+			return resized(t, newTestDriver(t), conns)
 		},
 	})
 }

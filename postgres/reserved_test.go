@@ -15,6 +15,22 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
+// resized returns a driver like d (the same options, database and schema)
+// on a new pool of at most conns connections with d's pool's settings,
+// closed when the test ends.
+func resized(t *testing.T, d *Driver, conns int) *Driver {
+	t.Helper()
+	cfg := d.Pool().Config()
+	cfg.MaxConns = int32(conns)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &Driver{pool: pool, migrations: d.migrations, q: d.q, channel: d.channel,
+		listenConfig: d.listenConfig, noListen: d.noListen, logger: d.logger}
+}
+
 // TestReservedPoolLifecycle: a working client opens its reserved pool at
 // Start, with the user's pool's connection settings and hooks, all its
 // connections established, and closes it at Stop; an insert-only client
