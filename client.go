@@ -44,8 +44,17 @@ func (c *Client[TTx]) StopAndCancel(ctx context.Context) error { return c.core.s
 // clientCore is the part of the client that does not depend on the
 // transaction type: the lease machinery.
 type clientCore struct {
-	cfg        *Config
-	exec       driver.Executor
+	cfg  *Config
+	exec driver.Executor
+	// reserver, when the driver offers it, opens leaseExec's reserved
+	// connections at start.
+	reserver driver.Reserver
+	// leaseExec runs the lease machinery's statements (claims, renewals,
+	// outcome writes, expiries, the cancellation poll): while started, on
+	// connections reserved from reserver (reserved, closed at stop);
+	// otherwise, and when the driver cannot reserve, exec.
+	leaseExec  driver.Executor
+	reserved   driver.ReservedExecutor
 	notifier   driver.Notifier // nil when the driver cannot push wake-ups
 	ownNotices *ownNotices     // with notifier: the notifications of this client's inserts
 	logger     *slog.Logger
@@ -100,6 +109,10 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		kindTTL:    map[string]time.Duration{},
 		leases:     newLeaseSet(),
 		producers:  map[string]*producer{},
+	}
+	core.leaseExec = core.exec
+	if r, ok := any(d).(driver.Reserver); ok && cfg.ReservedConns >= 0 {
+		core.reserver = r
 	}
 	if n, ok := driver.NotifierOf(d); ok {
 		core.notifier = n
@@ -157,6 +170,9 @@ func (c *clientCore) start(ctx context.Context) error {
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
+	if err := c.openReserved(ctx); err != nil {
+		return err
+	}
 	c.started = true
 	c.stopping.Store(false)
 	c.handlerBase = context.WithValue(context.Background(), coreContextKey{}, c)
@@ -164,7 +180,7 @@ func (c *clientCore) start(ctx context.Context) error {
 
 	serviceCtx, serviceCancel := context.WithCancel(context.Background())
 	c.serviceCancel = serviceCancel
-	hb := &heartbeater{exec: c.exec, owner: c.owner, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
+	hb := &heartbeater{exec: c.leaseExec, owner: c.owner, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.startMaintenance(serviceCtx)
@@ -198,6 +214,41 @@ func (c *clientCore) start(ctx context.Context) error {
 		}()
 	}
 	return nil
+}
+
+// reserveTimeout bounds the opening of the reserved connections at Start.
+const reserveTimeout = 10 * time.Second
+
+// openReserved opens the lease machinery's reserved connections when the
+// driver can reserve them, and points the machinery at them. Start fails
+// when they cannot be opened rather than share the pool with the handlers
+// unannounced: Config.ReservedConns < 0 chooses that explicitly.
+func (c *clientCore) openReserved(ctx context.Context) error {
+	if c.reserver == nil {
+		return nil
+	}
+	// Pinning from a *sql.DB waits for free connections; a pool that has
+	// none to spare must fail Start, not hang it.
+	ctx, cancel := context.WithTimeout(ctx, reserveTimeout)
+	defer cancel()
+	r, err := c.reserver.OpenReserved(ctx, &driver.OpenReservedParams{Conns: c.cfg.ReservedConns})
+	if err != nil {
+		return fmt.Errorf("leasehold: start: reserve connections for the lease machinery (does the pool have them to spare? Config.ReservedConns < 0 shares the pool instead): %w", err)
+	}
+	c.reserved, c.leaseExec = r, r
+	c.completer.exec = r
+	return nil
+}
+
+// closeReserved closes the reserved connections once the services using
+// them have stopped, and points the machinery back at the driver's pool.
+func (c *clientCore) closeReserved() {
+	if c.reserved == nil {
+		return
+	}
+	c.reserved.Close()
+	c.reserved, c.leaseExec = nil, c.exec
+	c.completer.exec = c.exec
 }
 
 func (c *clientCore) goService(ctx context.Context, run func(context.Context)) {
@@ -234,6 +285,7 @@ func (c *clientCore) stop(ctx context.Context) error {
 	}
 	c.serviceCancel()
 	c.serviceWG.Wait()
+	c.closeReserved()
 	c.started = false
 	if err != nil {
 		return fmt.Errorf("leasehold: stop: %w", err)

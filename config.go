@@ -53,6 +53,17 @@ type Config struct {
 	// default 1000.
 	CompleterMaxBatch int
 
+	// ReservedConns is how many database connections the lease machinery
+	// (claims, renewals, outcome writes, the expirer, the cancellation poll)
+	// reserves for itself from Start to Stop, when the driver can reserve
+	// them (driver.Reserver: every bundled backend), so that handlers
+	// holding the pool's connections cannot delay a renewal. 0 is the
+	// driver's default (postgres.DefaultReservedConns in a pool of their
+	// own; on MySQL and SQLite connections pinned from the *sql.DB, which
+	// count against its SetMaxOpenConns). Negative reserves none: the
+	// machinery then shares the driver's pool with the handlers.
+	ReservedConns int
+
 	// CancelCheckInterval is how often a client holding leases asks the
 	// database whether any of its jobs was cancelled from outside
 	// (JobCancel on a running job); default 250 ms. The handler's context

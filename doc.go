@@ -261,6 +261,24 @@ only if the transaction commits. CompleteTx completes a job inside the
 caller's transaction, fenced by its token and owner and bounded by its lease
 (see Guarantees).
 
+# Connections
+
+A handler's own transactions (CompleteTx, InsertTx, any business write)
+draw on the pool you gave the driver, and so do inserts, reads and operator
+actions. The lease machinery does not: from Start to Stop each working
+client reserves connections that handlers cannot take (Config.ReservedConns;
+driver.Reserver) and runs on them its claims, lease renewals, outcome
+writes, expiries and the cancellation poll, so handlers holding every
+connection of the pool delay their own work but not a renewal, and a
+healthy job does not lose its lease for want of a connection. Package
+postgres opens a small pool of its own from your pool's configuration (3
+connections by default); packages mysql and sqlite pin connections of your
+*sql.DB (2 by default), which count against its SetMaxOpenConns. Size your
+pool for the handlers that open transactions at once, plus what inserts and
+reads need; see package postgres for the numbers. SQLite has one writer: a
+handler holding a write transaction delays every writer, renewals included,
+until it ends, whatever is reserved.
+
 # Backends
 
 Package postgres uses pgx v5 and wakes workers with LISTEN/NOTIFY (polling

@@ -59,12 +59,12 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 	// do not queue on the limit row. The locked count below decides; this
 	// one only skips rounds that could claim nothing.
 	if f.queueLimit > 0 {
-		counts, err := c.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue})
+		counts, err := c.leaseExec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue})
 		if err == nil && counts.Queue >= int64(f.queueLimit) {
 			return claimResult{capped: true}, nil
 		}
 	}
-	tx, err := c.exec.Begin(ctx)
+	tx, err := c.leaseExec.Begin(ctx)
 	if err != nil {
 		return res, fmt.Errorf("begin limited claim: %w", err)
 	}

@@ -274,7 +274,7 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 	}
 	params := c.claimParams(p.queue, limit)
 	params.After = p.claimFrom(sentAt, c.cfg.PollInterval)
-	rows, err := c.exec.JobClaim(ctx, params)
+	rows, err := c.leaseExec.JobClaim(ctx, params)
 	if err != nil {
 		p.advance(nil, false)
 		return err

@@ -16,7 +16,7 @@ import (
 // each with its own leader elector.
 func (c *clientCore) startMaintenance(ctx context.Context) {
 	expirer := &maintenance.Expirer{
-		Exec: c.exec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
+		Exec: c.leaseExec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
 		OnExpired: func(rows []*leasetype.JobRow) {
 			c.stats.expired.Add(int64(len(rows)))
 			c.events.expired(rows)
@@ -29,7 +29,7 @@ func (c *clientCore) startMaintenance(ctx context.Context) {
 	}
 	c.goService(ctx, expirer.Run)
 	poller := &maintenance.CancelPoller{
-		Exec: c.exec, Owner: c.owner, Interval: c.cfg.CancelCheckInterval, Logger: c.logger,
+		Exec: c.leaseExec, Owner: c.owner, Interval: c.cfg.CancelCheckInterval, Logger: c.logger,
 		HoldsLeases: c.leases.any,
 		OnCancelRequested: func(ref driver.LeaseRef) {
 			if l := c.leases.get(ref.ID, ref.Token); l != nil && l.requestCancel() {

@@ -16,6 +16,12 @@
 // driver reads and writes them itself, so it does not depend on the DSN's
 // parseTime or loc.
 //
+// A working client pins DefaultReservedConns (2) connections of the *sql.DB
+// from Start to Stop for its lease machinery (OpenReserved): claims,
+// renewals, outcome writes, expiries, the cancellation poll. They count
+// against SetMaxOpenConns: set it to the handlers that hold a transaction at
+// once, plus the application's own use, plus these.
+//
 // MySQL and MariaDB cannot push notifications, so the driver does not
 // implement driver.Notifier: clients poll (Config.PollInterval) and wake
 // themselves after inserting in process.

@@ -55,8 +55,10 @@ func newTestDB(t *testing.T) (*Driver, *sql.DB) {
 	if err != nil {
 		t.Fatalf("open database %s: %v", name, err)
 	}
-	// Many tests run at once; keep each one's share of max_connections small.
-	db.SetMaxOpenConns(8)
+	// Many tests run at once; keep each one's share of max_connections
+	// small. Each working client pins DefaultReservedConns of them for its
+	// lease machinery: the drain runs 8 clients.
+	db.SetMaxOpenConns(8 + 8*DefaultReservedConns)
 	t.Cleanup(func() {
 		db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -94,5 +96,10 @@ func TestConformance(t *testing.T) {
 		},
 		CommitTx:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
 		RollbackTx: func(_ context.Context, tx *sql.Tx) error { return tx.Rollback() },
+		NewSized: func(t *testing.T, conns int) driver.Driver[*sql.Tx] {
+			d := newTestDriver(t)
+			d.DB().SetMaxOpenConns(conns)
+			return d
+		},
 	})
 }

@@ -38,6 +38,10 @@ type executor struct {
 	// onPool is set when q is the pool: each write of several statements then
 	// runs in its own transaction. Otherwise it runs under a savepoint in q.
 	onPool bool
+	// conn, on an executor of reserved connections (OpenReserved), is the
+	// connection q is: the pool's own transactions begin on it. Nil on the
+	// driver's pool.
+	conn *sql.Conn
 	// tx is the state of the transaction the driver started for q, nil on
 	// the pool and in a user's transaction.
 	tx *sqlbackend.Tx
@@ -63,11 +67,19 @@ func (e *executor) read() (querier, error) {
 	return e.q, nil
 }
 
-// beginPool starts one of the driver's own transactions on the pool. READ
-// COMMITTED keeps locking reads from taking gap locks, which would hold up
-// inserts into a queue while a claim is in flight.
-func (d *Driver) beginPool(ctx context.Context) (*sql.Tx, error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+// beginPool starts one of the driver's own transactions on the pool (or on
+// the executor's reserved connection). READ COMMITTED keeps locking reads
+// from taking gap locks, which would hold up inserts into a queue while a
+// claim is in flight.
+func (e *executor) beginPool(ctx context.Context) (*sql.Tx, error) {
+	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	var tx *sql.Tx
+	var err error
+	if e.conn != nil {
+		tx, err = e.conn.BeginTx(ctx, opts)
+	} else {
+		tx, err = e.d.db.BeginTx(ctx, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", translateError(err))
 	}
@@ -85,7 +97,7 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 		return e.d.withSavepoint(ctx, e.q, fn)
 	}
 	for attempt := 1; ; attempt++ {
-		tx, err := e.d.beginPool(ctx)
+		tx, err := e.beginPool(ctx)
 		if err != nil {
 			return err
 		}

@@ -78,7 +78,7 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		})
 		return &txExecutor{executor{d: e.d, q: q, tx: st, driverTx: e.driverTx}}, nil
 	}
-	tx, err := e.d.beginPool(ctx)
+	tx, err := e.beginPool(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,42 @@
 // against the database clock; inserts wake listeners through LISTEN/NOTIFY
 // (see Driver.ListenInserts).
 //
+// # Pool sizing
+//
+// The pool given to New is the application's: handlers' own transactions
+// (CompleteTx, InsertTx, business writes), inserts, reads and operator
+// actions run on it. Leasehold itself opens, per working client (one with
+// workers, between Start and Stop):
+//
+//   - 1 listener connection, outside the pool, from the pool's connection
+//     settings or Options.ListenURL (none with Options.DisableListen);
+//   - DefaultReservedConns (3) connections in a pool of their own, built from
+//     the pool's configuration with the same connection settings and hooks
+//     (OpenReserved; leasehold.Config.ReservedConns sets the number, a
+//     negative value reserves none). The lease machinery runs on them: claims
+//     (one claim loop per queue), the batched lease renewals and outcome
+//     writes (at most 4 outcome statements at once, never beside a renewal),
+//     the expirer and the cancellation poll. Handlers holding every
+//     connection of the application's pool cannot delay a renewal.
+//
+// So a process running one client holds up to 4 connections beyond its pool's
+// MaxConns; count them against max_connections (or the pooler's limits) for
+// every replica. pgxpool's default MaxConns is the greater of 4 and the
+// number of CPUs, shared by everything else: size it for the handlers that
+// hold a transaction at once (up to the sum of the queues' MaxWorkers, if
+// every handler opens one), plus the application's own use and a few for
+// inserts and reads (pool_max_conns in the URL, or pgxpool.Config.MaxConns).
+// A handler that waits for a connection keeps its lease: its renewals do not
+// share the pool. Leader elections and pruning (one statement at a time per
+// client) stay on the application's pool.
+//
+// Behind PgBouncer the reserved pool connects through the pooler like the
+// application's pool, and a server connection is what a handler's open
+// transaction holds: size the pooler's pool_size (per database and user) for
+// the application's MaxConns plus the reserved connections of every client
+// that shares it, or renewals wait in the pooler's queue behind the
+// handlers.
+//
 // # PgBouncer
 //
 // The driver works behind PgBouncer in transaction mode (pool_mode =

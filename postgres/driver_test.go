@@ -47,6 +47,9 @@ func TestConformance(t *testing.T) {
 		},
 		CommitTx:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
 		RollbackTx: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
+		NewSized: func(t *testing.T, conns int) driver.Driver[pgx.Tx] {
+			return resized(t, newTestDriver(t), conns)
+		},
 	})
 }
 

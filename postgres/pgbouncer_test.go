@@ -72,7 +72,7 @@ var pgBouncerClientTests = []string{
 	"BadInput", "UniqueInsert", "Wakeups", "HeadJobDuringBacklog", "QueuePause",
 	"GlobalLimit", "KindLimit", "RateLimit", "CancelRunning", "CancelCrashedHolder",
 	"PeriodicLeaderKilled", "PeriodicRestart", "PeriodicLeaderStepsDown",
-	"Retention", "UniqueOpts", "Subscribe",
+	"Retention", "UniqueOpts", "Subscribe", "BusyPool",
 }
 
 // TestPgBouncerClient runs the client half of the conformance suite through

@@ -24,6 +24,9 @@ func backendOf(newDriver func(t *testing.T) *Driver) drivertest.Backend[pgx.Tx] 
 		},
 		CommitTx:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
 		RollbackTx: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
+		NewSized: func(t *testing.T, conns int) driver.Driver[pgx.Tx] {
+			return resized(t, newDriver(t), conns)
+		},
 	}
 }
 

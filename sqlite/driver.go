@@ -9,6 +9,13 @@
 // SQLite's busy handler; other processes on the same file are held off by
 // busy_timeout.
 //
+// A working client pins DefaultReservedConns (2) connections of the *sql.DB
+// from Start to Stop for its lease machinery (OpenReserved), so that handlers
+// holding the others, idle or in read transactions, cannot delay a renewal;
+// they count against SetMaxOpenConns. A handler holding a write transaction
+// holds the single write lock, and every writer, renewals included, waits
+// for it: keep handlers' write transactions short.
+//
 // SQLite cannot push notifications, so the driver does not implement
 // driver.Notifier: the client polls, and wakes itself after inserting in
 // process.

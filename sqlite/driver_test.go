@@ -36,6 +36,16 @@ func TestConformance(t *testing.T) {
 		},
 		CommitTx:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
 		RollbackTx: func(_ context.Context, tx *sql.Tx) error { return tx.Rollback() },
+		NewSized: func(t *testing.T, conns int) driver.Driver[*sql.Tx] {
+			d := newTestDriver(t)
+			d.DB().SetMaxOpenConns(conns)
+			return d
+		},
+		// BeginTx's BEGIN IMMEDIATE takes the single write lock; a
+		// read-only transaction is a plain (deferred) BEGIN.
+		BeginReadTx: func(ctx context.Context, d driver.Driver[*sql.Tx]) (*sql.Tx, error) {
+			return d.(*Driver).DB().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		},
 	})
 }
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -34,6 +35,35 @@ type executor struct {
 	// tx is the state of the transaction the driver started for q, nil on
 	// the pool and in a user's transaction.
 	tx *sqlbackend.Tx
+	// conn, on an executor of reserved connections (OpenReserved), is the
+	// connection q and raw run on: the pool's own transactions begin on it.
+	// Nil on the driver's pool.
+	conn *sql.Conn
+}
+
+// lockConn takes a connection (the executor's reserved one, or one of the
+// pool's) and then the driver's write lock, in that order: the lock's holder
+// must never wait for a connection of the pool, which handlers may all hold,
+// while every other writer, the reserved connections' too, waits for it.
+// done releases both.
+func (e *executor) lockConn(ctx context.Context) (conn *sql.Conn, done func(), err error) {
+	conn = e.conn
+	if conn == nil {
+		if conn, err = e.d.db.Conn(ctx); err != nil {
+			return nil, nil, fmt.Errorf("take a connection: %w", err)
+		}
+	}
+	closeOwn := func() {
+		if conn != e.conn {
+			conn.Close() //nolint:errcheck // back to the pool either way
+		}
+	}
+	release, err := e.d.lockWrites(ctx)
+	if err != nil {
+		closeOwn()
+		return nil, nil, err
+	}
+	return conn, func() { release(); closeOwn() }, nil
 }
 
 var _ driver.Executor = (*executor)(nil)
@@ -60,12 +90,12 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 	if !e.onPool {
 		return withSavepoint(ctx, e.q, "leasehold_write", fn)
 	}
-	release, err := e.d.lockWrites(ctx)
+	conn, release, err := e.lockConn(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	tx, err := e.d.db.BeginTx(ctx, nil)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
@@ -86,14 +116,16 @@ func (e *executor) Exec(ctx context.Context, sql string) error {
 	if err := e.open(); err != nil {
 		return err
 	}
+	raw := e.raw
 	if e.onPool {
-		release, err := e.d.lockWrites(ctx)
+		conn, release, err := e.lockConn(ctx)
 		if err != nil {
 			return err
 		}
 		defer release()
+		raw = conn
 	}
-	if _, err := e.raw.ExecContext(ctx, sql); err != nil {
+	if _, err := raw.ExecContext(ctx, sql); err != nil {
 		return fmt.Errorf("exec: %w", err)
 	}
 	return nil

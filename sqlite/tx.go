@@ -101,18 +101,32 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 		return &txExecutor{executor{d: e.d, q: q, raw: e.raw, tx: st}}, nil
 	}
 
-	release, err := e.d.lockWrites(ctx)
+	conn, release, err := e.lockConn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return e.d.beginPool(ctx, release)
+	return e.d.beginOn(ctx, conn, release)
+}
+
+// txBeginner is where a transaction of the driver's own begins: the pool,
+// or a connection.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
 // beginPool begins a transaction on the pool while the caller holds the
 // driver's write lock, which release gives back when the transaction ends
 // (or at once when it cannot begin).
 func (d *Driver) beginPool(ctx context.Context, release func()) (driver.ExecutorTx, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	return d.beginOn(ctx, d.db, release)
+}
+
+// beginOn begins a transaction on db, a connection the caller took before
+// the driver's write lock (lockConn) or the pool, while the caller holds
+// that lock; release gives back both when the transaction ends (or at once
+// when it cannot begin).
+func (d *Driver) beginOn(ctx context.Context, db txBeginner, release func()) (driver.ExecutorTx, error) {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("begin transaction: %w", err)

@@ -20,4 +20,15 @@ type Backend[TTx any] struct {
 	// CommitTx and RollbackTx end such a transaction.
 	CommitTx   func(ctx context.Context, tx TTx) error
 	RollbackTx func(ctx context.Context, tx TTx) error
+
+	// NewSized returns a driver like New's whose pool (the one BeginTx
+	// draws on) holds at most conns connections. The busy-pool test needs
+	// it.
+	NewSized func(t *testing.T, conns int) driver.Driver[TTx]
+	// BeginReadTx, when set, starts a transaction of the user's kind that
+	// only reads; the busy-pool test's handlers hold it instead of
+	// BeginTx's. A backend sets it whose BeginTx takes a lock that every
+	// writer needs (SQLite's BEGIN IMMEDIATE): no reserved connection can
+	// renew a lease while a handler holds the database's only write lock.
+	BeginReadTx func(ctx context.Context, d driver.Driver[TTx]) (TTx, error)
 }

@@ -81,5 +81,6 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"UniqueOpts", testClientUniqueOpts[TTx]},
 		{"Subscribe", testClientSubscribe[TTx]},
 		{"SchemaCheck", testClientSchemaCheck[TTx]},
+		{"BusyPool", testClientBusyPool[TTx]},
 	}
 }
