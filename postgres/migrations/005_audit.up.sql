@@ -9,7 +9,7 @@
 -- changed, as text ",1,2,3," so that a job's entries are found with LIKE on
 -- every backend. at is the database clock.
 CREATE TABLE leasehold_audit (
-    id      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id      bigserial   PRIMARY KEY,
     at      timestamptz NOT NULL DEFAULT now(),
     actor   text        NOT NULL CHECK (length(actor) BETWEEN 1 AND 200),
     action  text        NOT NULL CHECK (length(action) BETWEEN 1 AND 64),
