@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -148,6 +149,27 @@ func testClientBulk[TTx any](t *testing.T, b Backend[TTx]) {
 	res, err = admin.JobBulk(ctx, &leasehold.BulkParams{Action: leasehold.BulkDelete, Queue: "bulk"})
 	if err != nil || res.Changed != 5 {
 		t.Fatalf("bulk delete = %+v, %v; want 5", res, err)
+	}
+
+	// Cancel in bulk: a waiting job is cancelled, a running one is asked to
+	// stop (it stays running until its worker acts), each batch audited.
+	insert(t, admin, blockArgs{Name: "r"}, &leasehold.InsertOpts{Queue: "run"})
+	claimed, err := env.exec.JobClaim(context.Background(), &driver.JobClaimParams{Queue: "run", Max: 1, Owner: "bulk-test", DefaultLeaseTTL: longTTL})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	running := claimed[0]
+	insert(t, admin, blockArgs{Name: "w"}, &leasehold.InsertOpts{Queue: "run"})
+	res, err = admin.JobBulk(ctx, &leasehold.BulkParams{Action: leasehold.BulkCancel, Queue: "run"})
+	if err != nil || res.Changed != 1 || res.CancelRequested != 1 {
+		t.Fatalf("bulk cancel = %+v, %v; want 1 cancelled and 1 asked to stop", res, err)
+	}
+	if r := env.job(running.ID); r.State != leasetype.JobStateRunning || r.CancelRequestedAt == nil {
+		t.Fatalf("running job after bulk cancel: %s, request %v; want running with a request", r.State, r.CancelRequestedAt)
+	}
+	byJob, err = admin.AuditList(context.Background(), &leasehold.AuditListParams{JobID: running.ID})
+	if err != nil || len(byJob) != 1 || byJob[0].Action != "bulk_cancel_request" {
+		t.Fatalf("AuditList(running job) = %+v, %v; want one bulk_cancel_request", byJob, err)
 	}
 
 	// A retry whose unique key another job took is skipped and reported.
