@@ -185,7 +185,14 @@ func (c *Client[TTx]) JobCancel(ctx context.Context, id int64) (*leasetype.JobRo
 		if err == nil || !errors.Is(err, ErrJobState) || row == nil || row.State != leasetype.JobStateRunning {
 			return row, err
 		}
-		row, running, err := c.core.exec.JobCancelRunning(ctx, &driver.JobCancelRunningParams{ID: id})
+		var running bool
+		err = inTx(ctx, c.core.exec, func(x driver.Executor) error {
+			var err error
+			if row, running, err = x.JobCancelRunning(ctx, &driver.JobCancelRunningParams{ID: id}); err != nil || !running {
+				return err
+			}
+			return auditJob(ctx, x, "cancel_request", row, true, "")
+		})
 		if errors.Is(err, driver.ErrNotFound) {
 			return nil, fmt.Errorf("%w: id %d", ErrNotFound, id)
 		}
@@ -263,12 +270,40 @@ func (c *Client[TTx]) JobCounts(ctx context.Context) ([]*leasetype.QueueStateCou
 	return counts, nil
 }
 
+// auditAction names a state change in the audit trail: the action, and
+// for a resolution its outcome ("resolve_failed").
+func auditAction(action string, p *driver.JobSetStateParams) string {
+	if action != "resolve" {
+		return action
+	}
+	switch {
+	case p.State == leasetype.JobStateCompleted:
+		return "resolve_succeeded"
+	case p.State == leasetype.JobStateDiscarded:
+		return "resolve_failed"
+	}
+	return "resolve_retry"
+}
+
 func waitingOrStuck() []leasetype.JobState {
 	return []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}
 }
 
 func (c *clientCore) setState(ctx context.Context, exec driver.Executor, action string, p *driver.JobSetStateParams) (*leasetype.JobRow, error) {
-	row, changed, err := exec.JobSetState(ctx, p)
+	var (
+		row     *leasetype.JobRow
+		changed bool
+	)
+	// The change and its audit entry in one transaction (a savepoint in
+	// the caller's, for ResolveStuckTx).
+	err := inTx(ctx, exec, func(x driver.Executor) error {
+		var err error
+		row, changed, err = x.JobSetState(ctx, p)
+		if err != nil {
+			return err
+		}
+		return auditJob(ctx, x, auditAction(action, p), row, changed, p.Note)
+	})
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: id %d", ErrNotFound, p.ID)
 	}

@@ -42,11 +42,18 @@ func (c *clientCore) queueSetPaused(ctx context.Context, name string, paused boo
 	if err := validateName("queue", name); err != nil {
 		return err
 	}
-	if err := c.exec.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: name, Paused: paused}); err != nil {
-		action := "resume"
-		if paused {
-			action = "pause"
+	action := "resume"
+	if paused {
+		action = "pause"
+	}
+	err := inTx(ctx, c.exec, func(x driver.Executor) error {
+		if err := x.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: name, Paused: paused}); err != nil {
+			return err
 		}
+		_, err := x.AuditInsert(ctx, &driver.AuditInsertParams{Actor: auditActor(ctx), Action: action, Queue: name, Count: 1})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("leasehold: %s queue %s: %w", action, name, err)
 	}
 	return nil

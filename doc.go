@@ -150,6 +150,29 @@ state becomes running at the claim. Completed, discarded and cancelled are
 final until an operator retries the job (JobRetry). Stuck jobs wait for
 ResolveStuck or an operator.
 
+# Operator actions and the audit trail
+
+JobRetry, JobCancel, JobDiscard, ResolveStuck (and ResolveStuckTx),
+QueuePause, QueueResume and JobBulk record an entry in the audit trail
+(table leasehold_audit) in the transaction of the change itself, so the
+change and its entry commit together or not at all: who acted, the action,
+the job or queue, the database clock, the note, and how many jobs it
+changed (0 when refused: the job was in a state the action does not apply
+to). Who is the identity in the context: leasehold.WithActor(ctx,
+"cli:alice@host"); the dashboard passes how the request authenticated
+("token", "basic:<user>", "session"), the CLI "cli:$USER@hostname", and a
+context without one is recorded as UnknownActor. AuditList reads the trail,
+newest first, by job, queue, actor or time.
+
+JobBulk applies an action (BulkRetry, BulkDiscard, BulkCancel, BulkDelete)
+to every job matching states, queue, kind and age, in batches of
+BulkParams.BatchSize (1,000) jobs, each one statement in its own
+transaction with one audit entry listing the jobs it changed: a huge set
+never holds its locks for long. Count first with JobBulkCount. Running jobs
+are never retried, discarded or deleted; BulkCancel asks them to stop as
+JobCancel does. A retry that would give a job a unique key another job
+holds skips it and reports it in BulkResult.Conflicts.
+
 Jobs are claimed in order of priority, then ScheduledAt, then ID. A client
 working through a backlog continues each claim where its previous full claim
 ended, and starts again from the head after a claim that was not full and at

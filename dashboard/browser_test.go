@@ -255,6 +255,8 @@ func TestBrowser(t *testing.T) {
 		{"stuck", "/stuck", "form.resolve"},
 		{"discarded", "/discarded", "table.grid tbody tr"},
 		{"schedules", "/schedules", "table.schedules"},
+		{"audit", "/audit", "table.audit"},
+		{"jobs-bulk", "/jobs?state=discarded&queue=payments", "form.bulk"},
 	}
 	for _, w := range []int64{1440, 390} {
 		width = w
@@ -413,6 +415,32 @@ func TestBrowser(t *testing.T) {
 	}
 	run("see the resume button", chromedp.WaitVisible(chromedp.CSS(`form[action="/queues/reports/resume"] button`)))
 	screenshot("overview-paused")
+
+	// Bulk retry of the dead payments from the filtered jobs list: the count,
+	// a confirmation page, the POST; the audit page says who did it.
+	run("open the dead payments", chromedp.Navigate(base+"/jobs?state=discarded&queue=payments"), chromedp.WaitVisible(chromedp.CSS("form.bulk")))
+	if got := text(`form.bulk button[value="retry"]`); got != "Retry all 1 matching" {
+		t.Errorf("bulk retry button says %q", got)
+	}
+	run("ask for the bulk retry",
+		chromedp.Click(chromedp.CSS(`form.bulk button[value="retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/bulk"][method="post"] button`)),
+	)
+	screenshot("bulk-confirm")
+	run("confirm the bulk retry",
+		chromedp.Click(chromedp.CSS(`form[action="/bulk"][method="post"] button`)),
+		chromedp.WaitVisible(chromedp.CSS("p.flash")),
+	)
+	if got := text("p.flash"); got != "1 jobs retried." {
+		t.Errorf("bulk flash %q", got)
+	}
+	if j := e.job(dead); j.State != leasetype.JobStateAvailable {
+		t.Errorf("after the bulk retry the dead job is %s, want available", j.State)
+	}
+	if got := text("table.audit tbody tr"); !strings.Contains(got, "session") || !strings.Contains(got, "bulk_retry") {
+		t.Errorf("the newest audit entry is %q, want the browser session's bulk_retry", got)
+	}
+	screenshot("audit-after-bulk")
 
 	// Sign out: the session is gone, pages lead to the login page again.
 	run("sign out",

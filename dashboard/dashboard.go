@@ -60,6 +60,12 @@ type Source interface {
 	PeriodicSchedules(ctx context.Context) ([]*leasetype.PeriodicSchedule, error)
 	// Stats returns the client's counters.
 	Stats() leasehold.Stats
+	// AuditList returns the audit trail of operator actions, newest first.
+	AuditList(ctx context.Context, params *leasehold.AuditListParams) ([]*leasetype.AuditRow, error)
+	// JobBulkCount counts the jobs a bulk action would act on.
+	JobBulkCount(ctx context.Context, params *leasehold.BulkParams) (int64, error)
+	// JobBulk applies a bulk action in batches, each audited.
+	JobBulk(ctx context.Context, params *leasehold.BulkParams) (*leasehold.BulkResult, error)
 }
 
 // BasicAuth is a user name and password for HTTP basic authentication.
@@ -221,6 +227,9 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /logout", h.logout)
 	m.HandleFunc("GET /discarded", h.page(h.discarded))
 	m.HandleFunc("POST /jobs/{id}/{action}", h.action)
+	m.HandleFunc("GET /audit", h.page(h.audit))
+	m.HandleFunc("GET /bulk", h.page(h.bulkConfirm))
+	m.HandleFunc("POST /bulk", h.bulkPost)
 	// A queue name may hold "/": forms escape it as %2F, which the mux
 	// keeps inside the one segment.
 	m.HandleFunc("POST /queues/{queue}/{action}", h.queueAction)
@@ -241,6 +250,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.challenge(w)
 		return
 	}
+	r = h.withActor(r) // who acts, for the audit trail
 	if r.URL.Path == "" {
 		// Mounted with StripPrefix and asked for the prefix itself.
 		http.Redirect(w, r, h.base(r)+"/", http.StatusFound)

@@ -10,7 +10,14 @@ the worker holding a job to stop it (the job then shows "cancellation
 requested" until it ends cancelled), the stuck jobs that wait for
 reconciliation, with the actions to settle them, the discarded (dead) jobs,
 and the periodic schedules with their next run, last run and last job. The overview shows which
-queues are paused and pauses or resumes a queue for every client. Pages are rendered on the
+queues are paused and pauses or resumes a queue for every client. A jobs list
+filtered to one state offers bulk actions on every matching job ("Retry all N
+matching", discard, cancel, delete), each behind a confirmation page that
+counts again and a CSRF-checked POST. Every action is recorded in the audit
+trail with the identity that authenticated the request ("token",
+"basic:<user>", "session", or "anonymous" without authentication; an actor
+the embedding application set with leasehold.WithActor is kept): each job's
+page lists its "Operator actions", and the Audit page lists them all. Pages are rendered on the
 server with html/template; a small embedded script refreshes the page's
 content every few seconds without reloading it, and stops while the tab is
 hidden.

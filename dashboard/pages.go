@@ -263,6 +263,8 @@ type jobList struct {
 	Next string
 	// First links the first page, "" on the first page.
 	First string
+	// Bulk offers the bulk actions on every matching job; nil for none.
+	Bulk *bulkOffer
 }
 
 // listJobs runs a filter and works out the paging links.
@@ -316,6 +318,7 @@ func (h *handler) jobs(r *http.Request, p *pageData) error {
 	if err != nil {
 		return err
 	}
+	l.Bulk = h.bulkOffer(r, f)
 	h.flash(r, p)
 	p.Data = l
 	return nil
@@ -369,6 +372,8 @@ type jobData struct {
 	// stuck job (with discard beside it); CanCancelRunning asks for the
 	// cancellation of a running job that was not asked yet.
 	CanRetry, CanCancel, CanCancelRunning, CanResolve bool
+	// Audit is the operator actions on the job, newest first.
+	Audit []*leasetype.AuditRow
 }
 
 func (h *handler) job(r *http.Request, p *pageData) error {
@@ -386,7 +391,7 @@ func (h *handler) job(r *http.Request, p *pageData) error {
 	if err != nil {
 		return err
 	}
-	d := &jobData{Job: job, Attempts: attempts, Timeline: newTimeline(leasesOf(job, attempts, p.Now))}
+	d := &jobData{Job: job, Attempts: attempts, Timeline: newTimeline(leasesOf(job, attempts, p.Now)), Audit: h.jobAudit(r, id)}
 	switch job.State {
 	case leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable:
 		d.CanRetry = job.State != leasetype.JobStateAvailable

@@ -211,6 +211,21 @@ type Executor interface {
 	// slot's job, so the job and the advance commit together or not at all.
 	PeriodicAdvance(ctx context.Context, params *PeriodicAdvanceParams) (bool, error)
 
+	// JobCount counts the jobs that match the filter.
+	JobCount(ctx context.Context, params *JobCountParams) (int64, error)
+	// JobBulk applies one batch of a bulk action atomically (see
+	// JobBulkParams): the jobs examined are those matching the filter, not
+	// running, with an ID above AfterID, the first Limit in ID order. A job
+	// that would hold a unique key another job holds is skipped and
+	// reported in Conflicts, not an error for the batch.
+	JobBulk(ctx context.Context, params *JobBulkParams) (*JobBulkResult, error)
+	// AuditInsert appends an entry to the audit trail, timed by the
+	// database clock, and returns its ID. Run it on the executor of the
+	// action's transaction, so the action and its entry commit together.
+	AuditInsert(ctx context.Context, params *AuditInsertParams) (int64, error)
+	// AuditList returns the audit entries matching the filter, newest first.
+	AuditList(ctx context.Context, params *AuditListParams) ([]*leasetype.AuditRow, error)
+
 	// MigrationApplied returns the applied migration versions in order,
 	// creating the bookkeeping table when missing.
 	MigrationApplied(ctx context.Context) ([]int, error)

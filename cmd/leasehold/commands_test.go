@@ -291,7 +291,7 @@ func TestJobActions(t *testing.T) {
 		r = b.fails(t, "retry: 1 of 1 jobs failed", "jobs", "retry", "1")
 		wantAll(t, "stderr", r.errOut, "cannot retry job 1: it is available (it is waiting to run already)")
 		b.fails(t, `job ID "-3" is not a positive integer`, "jobs", "retry", "--", "-3")
-		b.fails(t, "requires at least 1 arg(s)", "jobs", "discard")
+		b.fails(t, "give job IDs, or --state", "jobs", "discard")
 	})
 }
 

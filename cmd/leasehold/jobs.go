@@ -28,7 +28,8 @@ func newJobsCmd(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(newJobsListCmd(g), newJobsShowCmd(g),
 		newJobActionCmd(g, jobActions()["retry"]),
 		newJobActionCmd(g, jobActions()["cancel"]),
-		newJobActionCmd(g, jobActions()["discard"]))
+		newJobActionCmd(g, jobActions()["discard"]),
+		newJobsDeleteCmd(g))
 	return cmd
 }
 
@@ -334,21 +335,29 @@ const resultCancelRequested = "cancel_requested"
 
 func newJobActionCmd(g *globalOptions, a jobAction) *cobra.Command {
 	var asJSON bool
+	bulk := &bulkOptions{}
 	results := `"` + a.past + `"`
 	if a.name == "cancel" {
 		results += ` or "` + resultCancelRequested + `"`
 	}
 	cmd := &cobra.Command{
-		Use:   a.name + " ID...",
+		Use:   a.name + " ID... | " + a.name + " --state STATE [--queue Q] [--kind K] [--older-than AGE] [--yes]",
 		Short: a.short,
 		Long: a.long + `
 
 Each ID is reported; the command exits non-zero if any failed. With --json,
 stdout holds a JSON array with one object per ID: {"id", "result": ` + results + `,
-"job": the row after the action} or {"id", "error"}; errors also go to stderr.`,
-		Example: fmt.Sprintf("  leasehold jobs %s 42\n  leasehold jobs %s 42 43 44\n  leasehold jobs %s 42 --json", a.name, a.name, a.name),
-		Args:    cobra.MinimumNArgs(1),
+"job": the row after the action} or {"id", "error"}; errors also go to stderr.` + bulkHelp,
+		Example: fmt.Sprintf("  leasehold jobs %s 42\n  leasehold jobs %s 42 43 44\n  leasehold jobs %s 42 --json\n  leasehold jobs %s --state %s --queue payments --older-than 1h --yes",
+			a.name, a.name, a.name, a.name, map[string]string{"retry": "discarded", "cancel": "scheduled", "discard": "retryable"}[a.name]),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || bulk.used(cmd) {
+				if len(args) > 0 {
+					return fmt.Errorf("give job IDs or a filter (--state ...), not both")
+				}
+				return runBulk(cmd, g, bulk, leasehold.BulkAction(a.name))
+			}
 			ids := make([]int64, len(args))
 			for i, s := range args {
 				id, err := parseID(s)
@@ -373,6 +382,7 @@ stdout holds a JSON array with one object per ID: {"id", "result": ` + results +
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: one object per ID, with the job's row after the action")
+	addBulkFlags(cmd, bulk)
 	return cmd
 }
 

@@ -140,5 +140,5 @@ func (g *globalOptions) withSession(cmd *cobra.Command, o openOptions, fn func(c
 		return err
 	}
 	defer s.Close()
-	return s.explain(fn(cmd.Context(), s))
+	return s.explain(fn(withCLIActor(cmd.Context()), s)) // operator actions are audited as cli:$USER@host
 }

@@ -58,6 +58,8 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"FencedAfterRollback", testClientFencedAfterRollback[TTx]},
 		{"ReclaimedBySameClient", testClientReclaimedBySameClient[TTx]},
 		{"ResolveStuckTx", testClientResolveStuckTx[TTx]},
+		{"Audit", testClientAudit[TTx]},
+		{"Bulk", testClientBulk[TTx]},
 		{"InsertTx", testClientInsertTx[TTx]},
 		{"Heartbeats", testClientHeartbeats[TTx]},
 		{"HeartbeatCoalescing", testClientHeartbeatCoalescing[TTx]},

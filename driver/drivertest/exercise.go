@@ -44,6 +44,7 @@ func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Leader", exerciseLeader[TTx]},
 		{"Periodic", exercisePeriodic[TTx]},
 		{"UniqueFinished", exerciseUniqueFinished[TTx]},
+		{"Audit", exerciseAudit[TTx]},
 	}
 	// "Driver/" mirrors the client's "Client/", so -run can select either
 	// half: -run 'TestConformance/Driver/(Flow|Cancel)'.
