@@ -60,12 +60,23 @@ States: ` + statesList() + `.`,
 			if err != nil {
 				return err
 			}
+			p.Limit++ // one more than shown tells whether more match
 			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
 				rows, err := s.client.JobList(ctx, p)
 				if err != nil {
 					return err
 				}
-				return printJobs(cmd, rows, o.json, "no jobs match", s.now(ctx))
+				more := len(rows) > o.limit
+				if more {
+					rows = rows[:o.limit]
+				}
+				if err := printJobs(cmd, rows, o.json, "no jobs match", s.now(ctx)); err != nil {
+					return err
+				}
+				if more {
+					fmt.Fprintf(cmd.ErrOrStderr(), "more jobs match: the next %d with --before-id %d\n", o.limit, rows[len(rows)-1].ID)
+				}
+				return nil
 			})
 		},
 	}

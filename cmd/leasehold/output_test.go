@@ -38,3 +38,23 @@ func TestTerminalSafe(t *testing.T) {
 		t.Errorf("termSafe changed tabs or newlines: %q", got)
 	}
 }
+
+// TestJobsListSaysWhenMoreMatch: a full page says how to get the next one.
+func TestJobsListSaysWhenMoreMatch(t *testing.T) {
+	t.Parallel()
+	b := migrated(t, newSQLiteBackend(t))
+	for range 3 {
+		b.enqueue(t, "--kind", "page")
+	}
+	r := b.run(t, "jobs", "list", "--limit", "2")
+	if r.err != nil || !strings.Contains(r.errOut, "more jobs match: the next 2 with --before-id 2") {
+		t.Fatalf("jobs list --limit 2 of 3: %v, stderr %q", r.err, r.errOut)
+	}
+	if strings.Count(r.out, "page") != 2 {
+		t.Fatalf("jobs list --limit 2 printed %q, want 2 rows", r.out)
+	}
+	r = b.run(t, "jobs", "list", "--limit", "3")
+	if strings.Contains(r.errOut, "more jobs match") {
+		t.Fatalf("jobs list showing every job says more match: %q", r.errOut)
+	}
+}
