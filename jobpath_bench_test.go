@@ -75,7 +75,7 @@ func BenchmarkJobPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	exec := &memExec{Executor: c.core.exec}
-	c.core.exec, c.core.completer.exec = exec, exec
+	c.core.exec, c.core.leaseExec, c.core.completer.exec = exec, exec, exec
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// As Start sets it: a parent that is never cancelled, so a handler's

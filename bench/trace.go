@@ -89,6 +89,24 @@ func (e tracedExecutor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeat
 	return ids, err
 }
 
+// tracedReserved is a traced executor on a client's reserved connections.
+type tracedReserved struct {
+	tracedExecutor
+	close func()
+}
+
+func (e tracedReserved) Close() { e.close() }
+
+// traceReserved opens r's reserved executor and traces it: the lease
+// statements run there, not on GetExecutor's.
+func traceReserved(ctx context.Context, r driver.Reserver, p *driver.OpenReservedParams, t *stmtTrace) (driver.ReservedExecutor, error) {
+	ex, err := r.OpenReserved(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return tracedReserved{tracedExecutor: tracedExecutor{Executor: ex, t: t}, close: ex.Close}, nil
+}
+
 // tracedPostgres is the Postgres driver with a traced executor; LISTEN/NOTIFY
 // passes through (the embedded driver's ListenInserts).
 type tracedPostgres struct {
@@ -98,6 +116,11 @@ type tracedPostgres struct {
 
 func (d tracedPostgres) GetExecutor() driver.Executor {
 	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+}
+
+// OpenReserved traces the client's reserved executor.
+func (d tracedPostgres) OpenReserved(ctx context.Context, p *driver.OpenReservedParams) (driver.ReservedExecutor, error) {
+	return traceReserved(ctx, d.Driver, p, d.t)
 }
 
 // tracedSQLite is the SQLite driver with a traced executor.
@@ -110,6 +133,11 @@ func (d tracedSQLite) GetExecutor() driver.Executor {
 	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
 }
 
+// OpenReserved traces the client's reserved executor.
+func (d tracedSQLite) OpenReserved(ctx context.Context, p *driver.OpenReservedParams) (driver.ReservedExecutor, error) {
+	return traceReserved(ctx, d.Driver, p, d.t)
+}
+
 // tracedMySQL is the MySQL/MariaDB driver with a traced executor.
 type tracedMySQL struct {
 	*mysql.Driver
@@ -118,4 +146,9 @@ type tracedMySQL struct {
 
 func (d tracedMySQL) GetExecutor() driver.Executor {
 	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+}
+
+// OpenReserved traces the client's reserved executor.
+func (d tracedMySQL) OpenReserved(ctx context.Context, p *driver.OpenReservedParams) (driver.ReservedExecutor, error) {
+	return traceReserved(ctx, d.Driver, p, d.t)
 }
