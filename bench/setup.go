@@ -111,10 +111,16 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			cfg = river.Config{FetchCooldown: 2 * time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}}
 		}
 		return newRiverEngine(name, riverpgxv5.New(env.river), cfg, h, rvExec, rvReset, "ANALYZE river_job")
-	case "leasehold", "leasehold-default":
+	case "leasehold", "leasehold-default", "leasehold-shared":
 		cfg := leasehold.Config{LeaseTTL: spec.ttl}
-		if name == "leasehold" {
+		if name != "leasehold-default" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
+		}
+		if name == "leasehold-shared" {
+			// The lease machinery on the shared pool instead of its
+			// reserved connections (Config.ReservedConns), to measure what
+			// the reserve costs or saves.
+			cfg.ReservedConns = -1
 		}
 		t := newStmtTrace()
 		e, err := newLeaseholdEngine(name, tracedPostgres{postgres.New(env.leasehold), t}, cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
