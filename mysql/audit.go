@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -35,6 +34,13 @@ func (e *executor) AuditInsert(ctx context.Context, params *driver.AuditInsertPa
 	return id, nil
 }
 
+// auditListSQL is this backend's part of the audit listing.
+var auditListSQL = sqlbackend.AuditListSQL{
+	Prefix:   `SELECT ` + auditColumns + ` FROM leasehold_audit WHERE TRUE`,
+	Since:    ` AND at >= CAST(? AS DATETIME(6))`,
+	SinceArg: func(p *driver.AuditListParams) any { return timeArg(&p.Since) },
+}
+
 // AuditList returns the audit entries matching the filter, newest first.
 // Only the filters in use go into the statement.
 func (e *executor) AuditList(ctx context.Context, params *driver.AuditListParams) ([]*leasetype.AuditRow, error) {
@@ -42,38 +48,7 @@ func (e *executor) AuditList(ctx context.Context, params *driver.AuditListParams
 	if err != nil {
 		return nil, err
 	}
-	var (
-		b    strings.Builder
-		args []any
-	)
-	b.WriteString(`SELECT ` + auditColumns + ` FROM leasehold_audit WHERE TRUE`)
-	if params.JobID > 0 {
-		b.WriteString(` AND (job_id = ? OR (job_id IS NULL AND job_ids LIKE ?))`)
-		args = append(args, params.JobID, driver.AuditJobPattern(params.JobID))
-	}
-	if params.Queue != "" {
-		b.WriteString(` AND queue = ?`)
-		args = append(args, params.Queue)
-	}
-	if params.Actor != "" {
-		b.WriteString(` AND actor = ?`)
-		args = append(args, params.Actor)
-	}
-	if !params.Since.IsZero() {
-		b.WriteString(` AND at >= CAST(? AS DATETIME(6))`)
-		args = append(args, timeArg(&params.Since))
-	}
-	if params.BeforeID > 0 {
-		b.WriteString(` AND id < ?`)
-		args = append(args, params.BeforeID)
-	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = driver.DefaultAuditListLimit
-	}
-	b.WriteString(` ORDER BY id DESC LIMIT ?`)
-	args = append(args, limit)
-	rows, err := sqlbackend.QueryAll(ctx, q, scanAudit, b.String(), args...)
+	rows, err := sqlbackend.ListAudit(ctx, q, &auditListSQL, params, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit entries: %w", translateError(err))
 	}
