@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/maintenance"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -70,6 +71,9 @@ type clientCore struct {
 	stats      statsCounters
 	producers  map[string]*producer
 	events     *eventHub // Subscribe's subscriptions
+	// registrar keeps this client's registry row while started (nil when
+	// Config.RegistryInterval is negative); stop removes the row.
+	registrar *maintenance.ClientRegistrar
 
 	mu       sync.Mutex // guards started and the run state below
 	started  bool
@@ -184,6 +188,11 @@ func (c *clientCore) start(ctx context.Context) error {
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.startMaintenance(serviceCtx)
+	if c.registrar != nil {
+		// One beat now, bounded by Start's context, so that the client is
+		// listed when Start returns; a failure is logged and retried.
+		c.registrar.RunOnce(ctx)
+	}
 
 	claimCtx, claimCancel := context.WithCancel(context.Background())
 	c.claimCancel = claimCancel
@@ -285,6 +294,7 @@ func (c *clientCore) stop(ctx context.Context) error {
 	}
 	c.serviceCancel()
 	c.serviceWG.Wait()
+	c.deregister()
 	c.closeReserved()
 	c.started = false
 	if err != nil {
