@@ -188,11 +188,6 @@ func (c *clientCore) start(ctx context.Context) error {
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
 	c.startMaintenance(serviceCtx)
-	if c.registrar != nil {
-		// One beat now, bounded by Start's context, so that the client is
-		// listed when Start returns; a failure is logged and retried.
-		c.registrar.RunOnce(ctx)
-	}
 
 	claimCtx, claimCancel := context.WithCancel(context.Background())
 	c.claimCancel = claimCancel
@@ -294,8 +289,10 @@ func (c *clientCore) stop(ctx context.Context) error {
 	}
 	c.serviceCancel()
 	c.serviceWG.Wait()
-	c.deregister()
 	c.closeReserved()
+	// After the reserved connections went back to the pool, which may have
+	// none to spare otherwise.
+	c.deregister()
 	c.started = false
 	if err != nil {
 		return fmt.Errorf("leasehold: stop: %w", err)

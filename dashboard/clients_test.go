@@ -42,7 +42,7 @@ func testClientsPage[TTx any](t *testing.T, d driver.Driver[TTx]) {
 	ws := leasehold.NewWorkers()
 	leasehold.AddWorker(ws, leasehold.WorkFunc[noopArgs](func(context.Context, *leasehold.Job[noopArgs]) error { return nil }))
 	worker, err := leasehold.NewClient(d, &leasehold.Config{ID: "dash-worker", Workers: ws, Logger: slog.New(slog.DiscardHandler),
-		Queues: map[string]leasehold.QueueConfig{"mail": {MaxWorkers: 2}, "payments": {MaxWorkers: 2}}})
+		Queues: map[string]leasehold.QueueConfig{"mail": {MaxWorkers: 2}, "sms": {MaxWorkers: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,19 @@ func testClientsPage[TTx any](t *testing.T, d driver.Driver[TTx]) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = worker.Stop(context.Background()) })
+	// The client registers in the background right after Start.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		rows, err := worker.Clients(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the started client is not registered 5 s after Start: %v", rows)
+		}
+	}
 	if err := e.exec.ClientRegister(t.Context(), &driver.ClientRegisterParams{Owner: "web-9:77:gone1", Host: "web-9", PID: 77, ID: "gone1", Queues: []string{"mail"}, Running: 3, TTL: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +72,7 @@ func testClientsPage[TTx any](t *testing.T, d driver.Driver[TTx]) {
 	res = e.get("/clients")
 	mustContain(t, "clients page", res.body,
 		"1 alive, 1 gone",
-		`<td class="mono">dash-worker</td>`, `href="/jobs?queue=mail">mail</a>, <a href="/jobs?queue=payments">payments</a>`,
+		`<td class="mono">dash-worker</td>`, `href="/jobs?queue=mail">mail</a>, <a href="/jobs?queue=sms">sms</a>`,
 		`<td class="mono">gone1</td>`, `>gone</span>`, `>alive</span>`,
 		`title="`+worker.Owner()+`"`,
 	)

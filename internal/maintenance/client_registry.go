@@ -43,11 +43,12 @@ type ClientRegistrar struct {
 // AliveBeats is how many beat intervals a registry row counts as alive.
 const AliveBeats = 3
 
-// Run beats every Interval until ctx ends; the first beat is an Interval
-// after the call (the client beats once with RunOnce before, so that it is
-// listed as soon as Start returns). It does not remove the row: Remove
-// does, when the client stops, so that a client that dies leaves its row
-// to expire.
+// Run beats at once and then every Interval until ctx ends. The first beat
+// is not made in Start: a pool with no connection to spare beside the
+// reserved ones, or SQLite's write lock held by a busy writer, must not
+// hold up Start for a listing. Run does not remove the row: Remove does,
+// when the client stops, so that a client that dies leaves its row to
+// expire.
 func (r *ClientRegistrar) Run(ctx context.Context) {
 	if r.Interval <= 0 {
 		return
@@ -55,12 +56,12 @@ func (r *ClientRegistrar) Run(ctx context.Context) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
+		r.RunOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		r.RunOnce(ctx)
 	}
 }
 

@@ -80,7 +80,7 @@ func TestClientRegistrarRunOnce(t *testing.T) {
 	}
 }
 
-func TestClientRegistrarRunBeatsAndStops(t *testing.T) {
+func TestClientRegistrarRunBeatsAtOnceAndStops(t *testing.T) {
 	t.Parallel()
 	exec := &registryExec{}
 	r := &ClientRegistrar{Exec: exec, Row: driver.ClientRegisterParams{Owner: "h:1:a"}, Running: func() int64 { return 0 },
