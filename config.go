@@ -203,6 +203,8 @@ func (c *Config) validate() error {
 		return bad("CancelCheckInterval must not be negative")
 	case c.LeaderTTL < minLeaseTTL:
 		return bad("LeaderTTL %s is below the minimum %s", c.LeaderTTL, minLeaseTTL)
+	case c.RegistryInterval > 0 && c.RegistryInterval < minRegistryInterval:
+		return bad("RegistryInterval %s is below the minimum %s (negative disables the registry)", c.RegistryInterval, minRegistryInterval)
 	}
 	if err := c.Retention.validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -229,6 +231,9 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// minRegistryInterval bounds how often a client may beat into the registry.
+const minRegistryInterval = 10 * time.Millisecond
 
 // ownerID builds the readable worker-instance identifier stored as lease_owner.
 func ownerID(id string) string {

@@ -10,10 +10,13 @@ import (
 // SeenAt now and ExpiresAt now + TTL on the database clock.
 type ClientRegisterParams struct {
 	// Owner is the client's lease owner, the row's key.
-	Owner   string
-	Host    string
-	PID     int64
-	ID      string
+	Owner string
+	// Host and PID are the client's process's host name and process ID.
+	Host string
+	PID  int64
+	// ID is the client's Config.ID.
+	ID string
+	// Version is the leasehold version the client was built with.
 	Version string
 	// Queues are the queue names the client works.
 	Queues []string
@@ -34,6 +37,7 @@ const DefaultClientListLimit = 1000
 
 // ClientRemoveParams names the row ClientRemove deletes.
 type ClientRemoveParams struct {
+	// Owner is the lease owner whose row is deleted.
 	Owner string
 }
 
