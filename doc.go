@@ -178,7 +178,8 @@ holds skips it and reports it in BulkResult.Conflicts.
 Every started client keeps a row in the client registry (table
 leasehold_client): its lease owner, host, PID, Config.ID, the leasehold
 version it was built with, its queues and how many leases it holds. It
-upserts the row once in Start and then every Config.RegistryInterval (5 s)
+upserts the row as soon as Start returns (in the background, so that a busy
+pool does not hold up Start) and then every Config.RegistryInterval (5 s)
 on the ordinary executor, off the job path, and deletes it in Stop. A row
 counts as alive for three intervals after its last beat; the row of a
 client that died without Stop is then shown as gone, and any working client
