@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/maintenance"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -70,6 +71,9 @@ type clientCore struct {
 	stats      statsCounters
 	producers  map[string]*producer
 	events     *eventHub // Subscribe's subscriptions
+	// registrar keeps this client's registry row while started (nil when
+	// Config.RegistryInterval is negative); stop removes the row.
+	registrar *maintenance.ClientRegistrar
 
 	mu       sync.Mutex // guards started and the run state below
 	started  bool
@@ -286,6 +290,9 @@ func (c *clientCore) stop(ctx context.Context) error {
 	c.serviceCancel()
 	c.serviceWG.Wait()
 	c.closeReserved()
+	// After the reserved connections went back to the pool, which may have
+	// none to spare otherwise.
+	c.deregister()
 	c.started = false
 	if err != nil {
 		return fmt.Errorf("leasehold: stop: %w", err)

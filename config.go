@@ -80,6 +80,14 @@ type Config struct {
 	// Retention prunes finished jobs and attempt history; see Retention.
 	Retention Retention
 
+	// RegistryInterval is how often a started client upserts its row in
+	// the client registry (leasehold_client: Client.Clients, the
+	// dashboard's Clients page, `leasehold clients`); default 5 s. A row
+	// counts as alive for three intervals after its last beat and is
+	// pruned a LeaseTTL after that. Negative disables the registry for
+	// this client.
+	RegistryInterval time.Duration
+
 	// Middleware wraps inserts and handler calls and observes heartbeats
 	// (tracing, metrics); see Middleware. The first is outermost.
 	Middleware []Middleware
@@ -144,6 +152,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	def(&out.WatcherInterval, time.Second)
 	def(&out.CancelCheckInterval, 250*time.Millisecond)
 	def(&out.LeaderTTL, 15*time.Second)
+	def(&out.RegistryInterval, 5*time.Second)
 	out.Retention = out.Retention.withDefaults()
 	if out.ExpiryPolicy == "" {
 		out.ExpiryPolicy = leasetype.ExpiryRetry
@@ -194,6 +203,8 @@ func (c *Config) validate() error {
 		return bad("CancelCheckInterval must not be negative")
 	case c.LeaderTTL < minLeaseTTL:
 		return bad("LeaderTTL %s is below the minimum %s", c.LeaderTTL, minLeaseTTL)
+	case c.RegistryInterval > 0 && c.RegistryInterval < minRegistryInterval:
+		return bad("RegistryInterval %s is below the minimum %s (negative disables the registry)", c.RegistryInterval, minRegistryInterval)
 	}
 	if err := c.Retention.validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -221,11 +232,19 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// minRegistryInterval bounds how often a client may beat into the registry.
+const minRegistryInterval = 10 * time.Millisecond
+
 // ownerID builds the readable worker-instance identifier stored as lease_owner.
 func ownerID(id string) string {
+	return fmt.Sprintf("%s:%d:%s", ownerHost(), os.Getpid(), id)
+}
+
+// ownerHost is the host part of the lease owner.
+func ownerHost() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), id)
+	return host
 }

@@ -173,6 +173,20 @@ are never retried, discarded or deleted; BulkCancel asks them to stop as
 JobCancel does. A retry that would give a job a unique key another job
 holds skips it and reports it in BulkResult.Conflicts.
 
+# The client registry
+
+Every started client keeps a row in the client registry (table
+leasehold_client): its lease owner, host, PID, Config.ID, the leasehold
+version it was built with, its queues and how many leases it holds. It
+upserts the row as soon as Start returns (in the background, so that a busy
+pool does not hold up Start) and then every Config.RegistryInterval (5 s)
+on the ordinary executor, off the job path, and deletes it in Stop. A row
+counts as alive for three intervals after its last beat; the row of a
+client that died without Stop is then shown as gone, and any working client
+deletes it a LeaseTTL later (all on the database clock). Clients reads the
+registry: the fleet view of the dashboard's Clients page, `leasehold
+clients` and leaseholdprom's leasehold_clients_alive.
+
 Jobs are claimed in order of priority, then ScheduledAt, then ID. A client
 working through a backlog continues each claim where its previous full claim
 ended, and starts again from the head after a claim that was not full and at

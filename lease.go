@@ -249,6 +249,13 @@ func (s *leaseSet) get(id, token int64) *lease {
 	return nil
 }
 
+// count returns how many leases the set holds.
+func (s *leaseSet) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}
+
 // any reports whether the set holds a lease.
 func (s *leaseSet) any() bool {
 	s.mu.Lock()

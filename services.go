@@ -3,6 +3,9 @@ package leasehold
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
@@ -38,6 +41,9 @@ func (c *clientCore) startMaintenance(ctx context.Context) {
 		},
 	}
 	c.goService(ctx, poller.Run)
+	if c.registrar = c.newRegistrar(); c.registrar != nil {
+		c.goService(ctx, c.registrar.Run)
+	}
 	if len(c.cfg.PeriodicJobs) > 0 {
 		e := &maintenance.PeriodicEnqueuer{
 			Exec: c.exec, Elector: c.newElector(maintenance.LeaderPeriodic), Logger: c.logger,
@@ -100,4 +106,72 @@ func (c *clientCore) periodicJob(j *PeriodicJob) maintenance.PeriodicJob {
 			return jobID, queue, err
 		},
 	}
+}
+
+// newRegistrar returns the service that keeps this client's row in the
+// client registry, nil when Config.RegistryInterval disables it.
+func (c *clientCore) newRegistrar() *maintenance.ClientRegistrar {
+	if c.cfg.RegistryInterval < 0 {
+		return nil
+	}
+	queues := make([]string, 0, len(c.producers))
+	for name := range c.producers {
+		queues = append(queues, name)
+	}
+	sort.Strings(queues)
+	return &maintenance.ClientRegistrar{
+		Exec: c.exec,
+		Row: driver.ClientRegisterParams{
+			Owner: c.owner, Host: ownerHost(), PID: int64(os.Getpid()), ID: c.cfg.ID, Version: moduleVersion(), Queues: queues,
+		},
+		Running:    func() int64 { return int64(c.leases.count()) },
+		Interval:   c.cfg.RegistryInterval,
+		PruneAfter: c.cfg.LeaseTTL,
+		Logger:     c.logger,
+	}
+}
+
+// deregisterTimeout bounds the deletion of the registry row at Stop.
+const deregisterTimeout = 5 * time.Second
+
+// deregister deletes this client's registry row once its services have
+// stopped, so that the fleet view drops it at once; a failure only leaves
+// the row to expire.
+func (c *clientCore) deregister() {
+	if c.registrar == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deregisterTimeout)
+	defer cancel()
+	c.registrar.Remove(ctx)
+	c.registrar = nil
+}
+
+// modulePath is this module's path, as build information names it.
+const modulePath = "github.com/leasehold/leasehold"
+
+// moduleVersion returns the version of this module the binary was built
+// with: the main module's version when the binary is built from this
+// module (cmd/leasehold), else the dependency's (a replaced dependency's
+// replacement version); "(devel)" when unknown.
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	if bi.Main.Path == modulePath && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	for _, m := range bi.Deps {
+		if m.Path != modulePath {
+			continue
+		}
+		if m.Replace != nil && m.Replace.Version != "" {
+			return m.Replace.Version
+		}
+		if m.Version != "" {
+			return m.Version
+		}
+	}
+	return "(devel)"
 }

@@ -92,6 +92,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		"rate period":       {Queues: map[string]QueueConfig{"q": {MaxWorkers: 1, RateLimit: &RateLimit{Limit: 5}}}},
 		"leader ttl":        {LeaderTTL: time.Millisecond},
 		"cancel gap":        {CancelCheckInterval: -1},
+		"registry gap":      {RegistryInterval: time.Millisecond},
 		"retention":         {Retention: Retention{Interval: -time.Second}},
 		"periodic nil":      {PeriodicJobs: []*PeriodicJob{nil}},
 		"periodic name":     {PeriodicJobs: []*PeriodicJob{{Name: "bad name", Schedule: everyTest(time.Second), Job: noJob}}},

@@ -112,6 +112,17 @@ func TestBrowser(t *testing.T) {
 	e.claimOne("payments", time.Minute, nil, dead)
 	e.finish(dead, leasetype.JobStateDiscarded, leasetype.OutcomeFailed, "psp: card declined (do_not_honor); not retried", nil)
 	nextYear := time.Now().Add(400 * 24 * time.Hour)
+	// The fleet: a worker with many queues and a long host name, and one
+	// that stopped beating.
+	for _, c := range []*driver.ClientRegisterParams{
+		{Owner: "ip-10-20-30-40.eu-west-1.compute.internal:48213:worker-payments-7f3a", Host: "ip-10-20-30-40.eu-west-1.compute.internal", PID: 48213,
+			ID: "worker-payments-7f3a", Version: "v1.4.2", Queues: []string{"bulk", "default", "ledger", "payments", "reports", "settlement-eu-west-1"}, Running: 12, TTL: time.Hour},
+		{Owner: "web-2:991:c0ffee", Host: "web-2", PID: 991, ID: "c0ffee", Version: "(devel)", Queues: []string{"default"}, Running: 1, TTL: time.Millisecond},
+	} {
+		if err := e.exec.ClientRegister(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.insert("report", "reports", `{"year":2027}`, "", &nextYear)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -256,6 +267,7 @@ func TestBrowser(t *testing.T) {
 		{"discarded", "/discarded", "table.grid tbody tr"},
 		{"schedules", "/schedules", "table.schedules"},
 		{"audit", "/audit", "table.audit"},
+		{"clients", "/clients", "table.clients td.mono"},
 		{"jobs-bulk", "/jobs?state=discarded&queue=payments", "form.bulk"},
 	}
 	for _, w := range []int64{1440, 390} {
@@ -308,7 +320,7 @@ func TestBrowser(t *testing.T) {
 	// Overview.
 	run("open the overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("table.queues")))
 	main := text("main")
-	for _, want := range []string{"Overview", "payments", "bulk", "reports", "Throughput", "Client counters", "All queues", "12,345", "held"} {
+	for _, want := range []string{"Overview", "payments", "bulk", "reports", "Throughput", "Clients alive", "All queues", "12,345", "held"} {
 		if !strings.Contains(main, want) {
 			t.Errorf("overview does not show %q:\n%s", want, main)
 		}

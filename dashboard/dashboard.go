@@ -58,8 +58,9 @@ type Source interface {
 	// PeriodicSchedules returns the periodic schedules stored in the
 	// database, in name order.
 	PeriodicSchedules(ctx context.Context) ([]*leasetype.PeriodicSchedule, error)
-	// Stats returns the client's counters.
-	Stats() leasehold.Stats
+	// Clients returns the fleet's working clients from the client
+	// registry, in owner order.
+	Clients(ctx context.Context) ([]*leasetype.ClientRow, error)
 	// AuditList returns the audit trail of operator actions, newest first.
 	AuditList(ctx context.Context, params *leasehold.AuditListParams) ([]*leasetype.AuditRow, error)
 	// JobBulkCount counts the jobs a bulk action would act on.
@@ -228,6 +229,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /discarded", h.page(h.discarded))
 	m.HandleFunc("POST /jobs/{id}/{action}", h.action)
 	m.HandleFunc("GET /audit", h.page(h.audit))
+	m.HandleFunc("GET /clients", h.page(h.clients))
 	m.HandleFunc("GET /bulk", h.page(h.bulkConfirm))
 	m.HandleFunc("POST /bulk", h.bulkPost)
 	// A queue name may hold "/": forms escape it as %2F, which the mux

@@ -49,7 +49,18 @@ type overviewData struct {
 	Claimable int64
 	OldestAge time.Duration
 	Chart     *barChart
-	Stats     leasehold.Stats
+	Fleet     fleet
+}
+
+// fleet is the overview's figures of the whole fleet, from the database:
+// the client registry and the job counts.
+type fleet struct {
+	// Alive and Gone count the registry's rows (gone: stopped beating
+	// without deregistering, not yet pruned).
+	Alive, Gone int64
+	// HeldByClients is the running count the alive clients reported at
+	// their last beat; Running the running jobs of the job counts.
+	HeldByClients, Running int64
 }
 
 func (h *handler) overview(r *http.Request, p *pageData) error {
@@ -72,7 +83,19 @@ func (h *handler) overview(r *http.Request, p *pageData) error {
 		return err
 	}
 	states := leasetype.JobStates()
-	d := &overviewData{Totals: stateCounts(), Stats: h.src.Stats()}
+	clients, err := h.src.Clients(ctx)
+	if err != nil {
+		return err
+	}
+	d := &overviewData{Totals: stateCounts()}
+	for _, c := range clients {
+		if c.Alive {
+			d.Fleet.Alive++
+			d.Fleet.HeldByClients += c.Running
+		} else {
+			d.Fleet.Gone++
+		}
+	}
 	byQueue := map[string]*queueRow{}
 	row := func(q string) *queueRow {
 		if byQueue[q] == nil {
@@ -114,6 +137,9 @@ func (h *handler) overview(r *http.Request, p *pageData) error {
 		qr.Chart = throughputChart(tp, qr.Queue, p.Now, true)
 	}
 	d.Chart = throughputChart(tp, "", p.Now, false)
+	if i := slices.Index(states, leasetype.JobStateRunning); i >= 0 {
+		d.Fleet.Running = d.Totals[i].Count
+	}
 	queueFlash(r, p, control)
 	p.Data = d
 	return nil

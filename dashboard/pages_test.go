@@ -26,7 +26,7 @@ func TestOverview(t *testing.T) {
 			// the throughput chart: one completion, one failure, one expiry
 			`<svg class="chart"`, `<svg class="chart spark"`,
 			`completed <b>1</b>`, `failed <b>1</b>`, `lease expired <b>1</b>`,
-			"Client counters", "Heartbeat statements",
+			"Clients alive", `href="/clients"`,
 			`src="/static/app.js?v=`, `href="/static/app.css?v=`,
 		)
 		// The default queue has two claimable jobs; the reports job is not due.

@@ -226,6 +226,19 @@ type Executor interface {
 	// AuditList returns the audit entries matching the filter, newest first.
 	AuditList(ctx context.Context, params *AuditListParams) ([]*leasetype.AuditRow, error)
 
+	// ClientRegister upserts a working client's registry row (see
+	// ClientRegisterParams) in one statement.
+	ClientRegister(ctx context.Context, params *ClientRegisterParams) error
+	// ClientList returns the registry rows in owner order, each with Alive
+	// computed on the database clock.
+	ClientList(ctx context.Context, params *ClientListParams) ([]*leasetype.ClientRow, error)
+	// ClientRemove deletes Owner's registry row and reports whether one existed.
+	ClientRemove(ctx context.Context, params *ClientRemoveParams) (bool, error)
+	// ClientPrune deletes the registry rows that expired more than OlderThan
+	// ago on the database clock, and returns how many. Safe to run
+	// concurrently from many clients.
+	ClientPrune(ctx context.Context, params *ClientPruneParams) (int64, error)
+
 	// MigrationApplied returns the applied migration versions in order,
 	// creating the bookkeeping table when missing.
 	MigrationApplied(ctx context.Context) ([]int, error)

@@ -24,6 +24,8 @@ type Source interface {
 	JobCounts(ctx context.Context) ([]*leasetype.QueueStateCount, error)
 	// QueueBacklog returns the claimable backlog of every queue.
 	QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error)
+	// Clients returns the fleet's working clients from the client registry.
+	Clients(ctx context.Context) ([]*leasetype.ClientRow, error)
 }
 
 // Options configure a Collector. The zero value, or nil, gives the defaults.
@@ -105,8 +107,8 @@ type Collector struct {
 	scrapeErrors *prometheus.CounterVec
 
 	// Read at scrape from the bound client.
-	jobs, backlog, lag, up *prometheus.Desc
-	stats                  []statDesc
+	jobs, backlog, lag, up, clientsAlive *prometheus.Desc
+	stats                                []statDesc
 }
 
 // statDesc is one counter of leasehold.Stats.
@@ -119,6 +121,7 @@ type statDesc struct {
 const (
 	queryJobCounts    = "job_counts"
 	queryQueueBacklog = "queue_backlog"
+	queryClients      = "clients"
 )
 
 // Result label values of leasehold_job_duration_seconds.
@@ -161,7 +164,7 @@ func New(opts *Options) *Collector {
 		}),
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_scrape_errors_total",
-			Help: "Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog).",
+			Help: "Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog, clients).",
 		}, []string{"query"}),
 		jobs: prometheus.NewDesc("leasehold_jobs",
 			"Jobs in the database by queue and state, read at scrape.", []string{"queue", "state"}, nil),
@@ -169,6 +172,8 @@ func New(opts *Options) *Collector {
 			"Jobs that could be claimed now (available, or scheduled or retryable and due), by queue, read at scrape.", []string{"queue"}, nil),
 		lag: prometheus.NewDesc("leasehold_queue_lag_seconds",
 			"How long the oldest claimable job of the queue has been due, on the database clock; 0 when none is waiting.", []string{"queue"}, nil),
+		clientsAlive: prometheus.NewDesc("leasehold_clients_alive",
+			"Working clients of the fleet that beat into the client registry within their last three intervals, read at scrape.", nil, nil),
 		up: prometheus.NewDesc("leasehold_database_up",
 			"1 if every database query of this scrape succeeded, else 0.", nil, nil),
 	}
@@ -244,6 +249,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.backlog
 	ch <- c.lag
 	ch <- c.up
+	ch <- c.clientsAlive
 	for _, s := range c.stats {
 		ch <- s.desc
 	}
@@ -320,6 +326,18 @@ func (c *Collector) collectSource(ch chan<- prometheus.Metric, src Source) {
 				ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, 0, q)
 			}
 		}
+	}
+	if clients, err := src.Clients(ctx); err != nil {
+		up = 0
+		c.scrapeErrors.WithLabelValues(queryClients).Inc()
+	} else {
+		alive := 0
+		for _, cl := range clients {
+			if cl.Alive {
+				alive++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.clientsAlive, prometheus.GaugeValue, float64(alive))
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 }

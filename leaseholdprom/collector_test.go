@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlitetest"
 	"github.com/leasehold/leasehold/leaseholdprom"
 	"github.com/leasehold/leasehold/sqlite"
@@ -204,6 +205,7 @@ func TestCollector(t *testing.T) {
 		`leasehold_queue_backlog_jobs{queue="default"} 0`,
 		`leasehold_queue_lag_seconds{queue="default"} 0`,
 		"leasehold_database_up 1",
+		"leasehold_clients_alive 0", // the client stopped: it deregistered
 		`leasehold_job_duration_seconds_count{kind="prom",queue="default",result="ok"} 3`,
 		`leasehold_job_duration_seconds_count{kind="prom",queue="default",result="error"} 1`,
 		`leasehold_job_duration_seconds_count{kind="prom",queue="default",result="panic"} 1`,
@@ -277,8 +279,9 @@ func TestCollectorDatabaseClosed(t *testing.T) {
 # HELP leasehold_database_up 1 if every database query of this scrape succeeded, else 0.
 # TYPE leasehold_database_up gauge
 leasehold_database_up 0
-# HELP leasehold_scrape_errors_total Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog).
+# HELP leasehold_scrape_errors_total Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog, clients).
 # TYPE leasehold_scrape_errors_total counter
+leasehold_scrape_errors_total{query="clients"} N
 leasehold_scrape_errors_total{query="job_counts"} N
 leasehold_scrape_errors_total{query="queue_backlog"} N
 `, "N", strconv.Itoa(scrape)))
@@ -362,5 +365,47 @@ func (o collectorOnly) Collect(ch chan<- prometheus.Metric) {
 		if strings.Contains(m.Desc().String(), `"`+o.name+`"`) {
 			ch <- m
 		}
+	}
+}
+
+// TestCollectorClientsAlive: leasehold_clients_alive counts the registry's
+// alive clients at each scrape: a started client, not one that stopped
+// beating, none after Stop.
+func TestCollectorClientsAlive(t *testing.T) {
+	t.Parallel()
+	d, _ := openDB(t)
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[promArgs](func(context.Context, *leasehold.Job[promArgs]) error { return nil }))
+	metrics := leaseholdprom.New(nil)
+	c, err := leasehold.NewClient(d, &leasehold.Config{Workers: w, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics.Bind(c)
+	alive := func() float64 {
+		t.Helper()
+		m := find(gather(t, metrics)["leasehold_clients_alive"], nil)
+		if m == nil {
+			t.Fatal("no leasehold_clients_alive in the scrape")
+		}
+		return m.GetGauge().GetValue()
+	}
+	if got := alive(); got != 0 {
+		t.Fatalf("before Start: %v alive, want 0 (an idle client does not register)", got)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.GetExecutor().ClientRegister(t.Context(), &driver.ClientRegisterParams{Owner: "gone:1:x", TTL: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	// The client registers in the background right after Start.
+	waitFor(t, "the started client counted alive, the gone row not", func() bool { return alive() == 1 })
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := alive(); got != 0 {
+		t.Fatalf("after Stop: %v alive, want 0", got)
 	}
 }

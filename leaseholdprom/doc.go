@@ -36,6 +36,7 @@ Read from the database at scrape (within Options.ScrapeTimeout):
 	leasehold_jobs{queue,state}              gauge: jobs by queue and state
 	leasehold_queue_backlog_jobs{queue}      gauge: jobs claimable now
 	leasehold_queue_lag_seconds{queue}       gauge: age of the oldest claimable job
+	leasehold_clients_alive                  gauge: working clients in the client registry
 	leasehold_database_up                    gauge: 1 if this scrape's queries succeeded
 	leasehold_scrape_errors_total{query}     counter: failed scrape queries
 

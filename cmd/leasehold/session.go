@@ -22,6 +22,8 @@ import (
 // reduced to this interface so that each command is written once.
 type operator interface {
 	dashboard.Source
+	// Stats feeds the metrics of `serve` (leaseholdprom.Source).
+	Stats() leasehold.Stats
 	Ping(ctx context.Context) error
 	Now(ctx context.Context) (time.Time, error)
 	Insert(ctx context.Context, args leasehold.JobArgs, opts *leasehold.InsertOpts) (*leasehold.InsertResult, error)

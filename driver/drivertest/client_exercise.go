@@ -60,6 +60,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"ResolveStuckTx", testClientResolveStuckTx[TTx]},
 		{"Audit", testClientAudit[TTx]},
 		{"Bulk", testClientBulk[TTx]},
+		{"Registry", testClientRegistry[TTx]},
 		{"InsertTx", testClientInsertTx[TTx]},
 		{"Heartbeats", testClientHeartbeats[TTx]},
 		{"HeartbeatCoalescing", testClientHeartbeatCoalescing[TTx]},

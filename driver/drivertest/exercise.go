@@ -45,6 +45,7 @@ func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Periodic", exercisePeriodic[TTx]},
 		{"UniqueFinished", exerciseUniqueFinished[TTx]},
 		{"Audit", exerciseAudit[TTx]},
+		{"Clients", exerciseClients[TTx]},
 	}
 	// "Driver/" mirrors the client's "Client/", so -run can select either
 	// half: -run 'TestConformance/Driver/(Flow|Cancel)'.
