@@ -37,6 +37,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -44,6 +46,7 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/mysql"
@@ -159,12 +162,16 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 	case SQLite:
 		d, db, err := sqlite.Open(u.Path)
 		if err != nil {
-			return nil, fmt.Errorf("dburl: cannot open SQLite database %s: %s", u.Path, firstLine(unwrapAll(err).Error()))
+			return nil, fmt.Errorf("dburl: cannot open SQLite database %s: %s", u.Path, sqliteOpenReason(u.Path, err))
 		}
 		return &DB{URL: u, SQLite: d, SQLiteDB: db}, nil
 	case MySQL:
 		d, db, err := mysql.Open(u.dsn)
 		if err != nil {
+			var me *mysqldriver.MySQLError
+			if errors.As(err, &me) && me.Number == 1049 { // ER_BAD_DB_ERROR
+				return nil, fmt.Errorf("dburl: MySQL at %s has no database %s (create it with: CREATE DATABASE `%s`)", u, mysqlDBName(u.dsn), mysqlDBName(u.dsn))
+			}
 			return nil, fmt.Errorf("dburl: cannot reach MySQL at %s: %s", u, firstLine(unwrapAll(err).Error()))
 		}
 		db.SetMaxOpenConns(u.maxConns)
@@ -188,6 +195,11 @@ func Open(ctx context.Context, raw string) (*DB, error) {
 			if err != nil {
 				pool.Close()
 			}
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
+			return nil, fmt.Errorf("dburl: Postgres at %s has no database %s (create it with: createdb -h %s -p %d -U %s %s, or CREATE DATABASE %s)",
+				u, cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.User, cfg.ConnConfig.Database, cfg.ConnConfig.Database)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("dburl: cannot reach Postgres at %s: %s", u, firstLine(err.Error()))
@@ -323,6 +335,42 @@ var (
 func redactText(s string) string {
 	s = kvPassword.ReplaceAllString(s, "${1}xxxxx")
 	return userPassword.ReplaceAllString(s, "${1}xxxxx@")
+}
+
+// sqliteOpenReason says why a SQLite file could not be opened when its
+// directory is the cause (missing, or not writable: SQLite needs to create
+// the file and its journal there), else the driver's first line.
+func sqliteOpenReason(path string, err error) string {
+	dir := filepath.Dir(path)
+	st, serr := os.Stat(dir)
+	switch {
+	case serr != nil:
+		return fmt.Sprintf("its directory %s does not exist (create it first)", dir)
+	case !st.IsDir():
+		return fmt.Sprintf("%s is not a directory", dir)
+	case !writableDir(dir):
+		return fmt.Sprintf("its directory %s is not writable by this user (SQLite creates the file and its journal there)", dir)
+	}
+	return firstLine(unwrapAll(err).Error())
+}
+
+// writableDir reports whether this process can create a file in dir.
+func writableDir(dir string) bool {
+	f, err := os.CreateTemp(dir, ".leasehold-probe-")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
+}
+
+// mysqlDBName is the database a go-sql-driver DSN names.
+func mysqlDBName(dsn string) string {
+	if cfg, err := mysqldriver.ParseDSN(dsn); err == nil {
+		return cfg.DBName
+	}
+	return "?"
 }
 
 func firstLine(s string) string {

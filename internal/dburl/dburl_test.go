@@ -213,3 +213,29 @@ func TestRedactEverySecret(t *testing.T) {
 		t.Errorf("a URL without secrets changed: %q", got)
 	}
 }
+
+// TestOpenSaysWhatIsMissing: a database that does not exist, or a SQLite
+// file whose directory is missing, is named as such with what to do, not
+// as "cannot reach".
+func TestOpenSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.Path = "/leasehold_no_such_db"
+	if _, err := Open(ctx, pg.String()); err == nil || !strings.Contains(err.Error(), "has no database leasehold_no_such_db (create it with: createdb") {
+		t.Errorf("Postgres without the database: %v", err)
+	}
+	if _, err := Open(ctx, "mysql://root@127.0.0.1:3306/leasehold_no_such_db"); err == nil || !strings.Contains(err.Error(), "has no database leasehold_no_such_db (create it with: CREATE DATABASE") {
+		t.Errorf("MySQL without the database: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "no", "such", "dir", "jobs.db")
+	if _, err := Open(ctx, "sqlite:"+missing); err == nil || !strings.Contains(err.Error(), "does not exist (create it first)") {
+		t.Errorf("SQLite in a missing directory: %v", err)
+	}
+	if got := sqliteOpenReason(filepath.Join(t.TempDir(), "x.db"), errors.New("unable to open database file")); got != "unable to open database file" {
+		t.Errorf("with a writable directory the driver's reason stands: %q", got)
+	}
+}
