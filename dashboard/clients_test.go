@@ -72,8 +72,8 @@ func testClientsPage[TTx any](t *testing.T, d driver.Driver[TTx]) {
 	res = e.get("/clients")
 	mustContain(t, "clients page", res.body,
 		"1 alive, 1 gone",
-		`<td class="mono">dash-worker</td>`, `href="/jobs?queue=mail">mail</a>, <a href="/jobs?queue=sms">sms</a>`,
-		`<td class="mono">gone1</td>`, `>gone</span>`, `>alive</span>`,
+		`<td class="mono opt">dash-worker</td>`, `href="/jobs?queue=mail">mail</a>, <a href="/jobs?queue=sms">sms</a>`,
+		`<td class="mono opt">gone1</td>`, `>gone</span>`, `>alive</span>`,
 		`title="`+worker.Owner()+`"`,
 	)
 	if regexp.MustCompile(`(?s)dash-worker.*gone1`).FindString(res.body) == "" {
