@@ -61,6 +61,13 @@ func (c *clientCore) runJob(l *lease) {
 		l.end()
 		return
 	}
+	if err == nil && l.completedTx.Load() {
+		// CompleteTx wrote the completion in the handler's transaction:
+		// nothing is left to write, only its commit to confirm (even when
+		// the lease is known lost: the row lock may have kept it).
+		c.confirmCompleteTx(l)
+		return
+	}
 	if l.lost.Load() && err != nil {
 		// The handler most likely failed because its lease was lost: that is
 		// an expiry, which the expirer records, not a handler error.
@@ -145,4 +152,23 @@ func (c *clientCore) writeOutcome(l *lease, item driver.JobFinish) {
 	l.outcome.ID, l.outcome.Token = l.row.ID, l.token
 	l.request = finishRequest{item: &l.outcome, lease: l, done: l}
 	c.completer.finish(&l.request)
+}
+
+// confirmCompleteTx frees the slot of a lease whose handler returned nil
+// after CompleteTx and has the txConfirmer confirm its commit; the lease
+// ends, counted completed, once it is confirmed (see txConfirmer).
+func (c *clientCore) confirmCompleteTx(l *lease) {
+	l.outcome = driver.JobFinish{ID: l.row.ID, Token: l.token, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
+	l.request = finishRequest{item: &l.outcome, lease: l, done: l}
+	l.freeSlot()
+	c.confirmer.confirm(&l.request)
+}
+
+// completeTxNotCommitted writes the outcome of a lease whose handler
+// returned nil after CompleteTx although the transaction did not commit: a
+// handler error, so the job is retried under its retry policy.
+func (c *clientCore) completeTxNotCommitted(l *lease) {
+	c.logger.Warn("leasehold: CompleteTx transaction did not commit although the handler returned nil; the job will be retried",
+		"job_id", l.row.ID, "token", l.token)
+	c.writeOutcome(l, c.outcome(l, errCompleteTxNotCommitted))
 }

@@ -68,6 +68,7 @@ type clientCore struct {
 	middleware middlewares
 	leases     *leaseSet
 	completer  *completer
+	confirmer  *txConfirmer // confirms CompleteTx commits
 	stats      statsCounters
 	producers  map[string]*producer
 	events     *eventHub // Subscribe's subscriptions
@@ -143,6 +144,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
 	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger, &core.stats)
+	core.confirmer = newTxConfirmer(core.completer, cfg.Logger, core.completeTxNotCommitted)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
 	return c, nil
@@ -187,6 +189,7 @@ func (c *clientCore) start(ctx context.Context) error {
 	hb := &heartbeater{exec: c.leaseExec, owner: c.owner, leases: c.leases, writeMu: c.completer.writeMu, logger: c.logger, stats: &c.stats, observe: c.middleware.observeHeartbeat}
 	c.goService(serviceCtx, hb.run)
 	c.goService(serviceCtx, c.completer.run)
+	c.goService(serviceCtx, c.confirmer.run)
 	c.startMaintenance(serviceCtx)
 
 	claimCtx, claimCancel := context.WithCancel(context.Background())

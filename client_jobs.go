@@ -53,6 +53,7 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 	})
 	if err != nil {
 		if l != nil {
+			l.completedTx.Store(false)
 			l.completing.Store(false)
 		}
 		return fmt.Errorf("leasehold: complete job %d: %w", job.ID, err)
@@ -64,6 +65,11 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 			c.core.stats.leasesLost.Add(1)
 		}
 		return lle
+	}
+	if l != nil {
+		// The handler returning nil now needs no outcome write: the
+		// client confirms the commit instead (txConfirmer).
+		l.completedTx.Store(true)
 	}
 	return nil
 }

@@ -1,8 +1,8 @@
 package leasehold
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"slices"
@@ -52,9 +52,10 @@ type completer struct {
 }
 
 // finishExecutor is what the completer needs of a driver executor: the
-// batched outcome write, and a read of the attempt history of a job whose
-// outcome was refused (CompleteTx, or an earlier try whose commit was lost
-// with the connection, may have written it).
+// batched outcome write, and the batched read of the attempt rows of
+// leases whose outcome was refused (CompleteTx, or an earlier try whose
+// commit was lost with the connection, may have written it) or is to be
+// confirmed (txConfirmer).
 type finishExecutor interface {
 	JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error)
 	JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error)
@@ -210,7 +211,7 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 		}
 		c.logger.Warn("leasehold: write job outcomes", "jobs", len(batch), "error", err)
 		failed()
-		var keep []*finishRequest
+		var keep, expired []*finishRequest
 		for _, r := range batch {
 			r.tried = true
 			deadline, _ := r.lease.times()
@@ -218,15 +219,20 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 				keep = append(keep, r)
 				continue
 			}
+			expired = append(expired, r)
+		}
+		if len(expired) > 0 {
 			// The failed write may have committed: one quick read tells.
 			readCtx, cancelRead := context.WithTimeout(context.WithoutCancel(ctx), lastReadTimeout)
-			landed := c.readBack(readCtx, r)
+			landed, _ := c.readBack(readCtx, expired)
 			cancelRead()
-			if landed {
-				r.done.outcomeWritten(nil)
-				continue
+			for i, r := range expired {
+				if landed[i] {
+					r.done.outcomeWritten(nil)
+					continue
+				}
+				r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()})
 			}
-			r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "could not write the outcome before the local deadline: " + err.Error()})
 		}
 		batch = keep
 		time.Sleep(wait)
@@ -241,56 +247,96 @@ const lastReadTimeout = time.Second
 // report hands each request its result. An outcome that was refused may
 // have been written already: by CompleteTx in the handler's own
 // transaction, or by an earlier try of this write whose COMMIT was lost
-// with its connection. The job's attempt history tells (readBack); only
-// when it shows no outcome of this lease is the refusal a lost lease.
+// with its connection. The attempt history tells (readBack), read for all
+// such refusals of the batch in one statement; only when it shows no
+// outcome of this lease is the refusal a lost lease.
 func (c *completer) report(ctx context.Context, batch []*finishRequest, written []int64) {
 	ok := make(map[int64]bool, len(written))
 	for _, id := range written {
 		ok[id] = true
 	}
+	var check []*finishRequest
 	for _, r := range batch {
-		if ok[r.item.ID] {
+		switch {
+		case ok[r.item.ID]:
+			r.done.outcomeWritten(nil)
+		case r.tried || r.item.State == leasetype.JobStateCompleted || r.lease.completing.Load():
+			check = append(check, r)
+		default:
+			r.done.outcomeWritten(refusedError(r))
+		}
+	}
+	if len(check) == 0 {
+		return
+	}
+	landed, err := c.readBack(context.WithoutCancel(ctx), check)
+	if err != nil {
+		c.logger.Warn("leasehold: read back refused outcomes", "jobs", len(check), "error", err)
+	}
+	for i, r := range check {
+		if landed[i] {
 			r.done.outcomeWritten(nil)
 			continue
 		}
-		if (r.tried || r.item.State == leasetype.JobStateCompleted || r.lease.completing.Load()) &&
-			c.readBack(context.WithoutCancel(ctx), r) {
-			r.done.outcomeWritten(nil)
-			continue
-		}
-		r.done.outcomeWritten(&LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current, the lease owner changed or the lease expired"})
+		r.done.outcomeWritten(refusedError(r))
 	}
 }
 
-// readBack reports whether r's lease already ended with an outcome of its
-// own: the job's attempt history has a row of r's token and this client's
-// owner that the expirer did not write. r.item then becomes what was
-// written, so that it is counted and reported as what it was, and a
-// write that was ambiguous is logged and counted as such.
-func (c *completer) readBack(ctx context.Context, r *finishRequest) bool {
-	attempts, err := c.exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: r.item.ID})
-	if err != nil {
-		if !errors.Is(err, driver.ErrNotFound) {
-			c.logger.Warn("leasehold: read back refused outcome", "job_id", r.item.ID, "token", r.item.Token, "error", err)
+// refusedError is the error of r's outcome write that the database refused.
+func refusedError(r *finishRequest) error {
+	return &LeaseLostError{JobID: r.item.ID, Token: r.item.Token, Reason: "outcome refused: the fencing token is no longer current, the lease owner changed or the lease expired"}
+}
+
+// readBack reports, for each request, whether its lease already ended with
+// an outcome of its own: the job's attempt history has a row of its token
+// and this client's owner that the expirer did not write. It reads the
+// attempt rows of all of them in one statement per
+// driver.MaxAttemptLeases (JobAttemptsParams.Leases). A request found
+// written has its item become what was written, so that it is counted and
+// reported as what it was; a write that was ambiguous is logged and
+// counted as such. On an error, the requests of the statements that failed
+// read as not written.
+func (c *completer) readBack(ctx context.Context, batch []*finishRequest) ([]bool, error) {
+	landed := make([]bool, len(batch))
+	var firstErr error
+	for start := 0; start < len(batch); start += driver.MaxAttemptLeases {
+		chunk := batch[start:min(len(batch), start+driver.MaxAttemptLeases)]
+		refs := make([]driver.LeaseRef, len(chunk))
+		for i, r := range chunk {
+			refs[i] = driver.LeaseRef{ID: r.item.ID, Token: r.item.Token}
 		}
-		return false
-	}
-	var found *leasetype.AttemptRow
-	for _, a := range attempts {
-		if a.Token == r.item.Token && a.Owner == c.owner && a.Outcome != leasetype.OutcomeLeaseExpired {
-			found = a
+		attempts, err := c.exec.JobAttempts(ctx, &driver.JobAttemptsParams{Leases: refs})
+		if err != nil {
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		byLease := make(map[driver.LeaseRef]*leasetype.AttemptRow, len(attempts))
+		for _, a := range attempts {
+			if a.Owner == c.owner && a.Outcome != leasetype.OutcomeLeaseExpired {
+				byLease[driver.LeaseRef{ID: a.JobID, Token: a.Token}] = a
+			}
+		}
+		for i, r := range chunk {
+			if found := byLease[refs[i]]; found != nil {
+				c.readBackFound(r, found)
+				landed[start+i] = true
+			}
 		}
 	}
-	if found == nil {
-		return false
-	}
+	return landed, firstErr
+}
+
+// readBackFound records that r's lease already ended with found, its own
+// attempt row: r.item becomes what was written, and an ambiguous write is
+// logged and counted.
+func (c *completer) readBackFound(r *finishRequest, found *leasetype.AttemptRow) {
 	item := r.item
 	completedInTx := r.lease.completing.Load() && found.Outcome == leasetype.OutcomeCompleted
 	switch {
 	case completedInTx && item.State == leasetype.JobStateCompleted:
 		// CompleteTx committed and the handler returned nil: the usual
 		// path, nothing ambiguous.
-		return true
+		return
 	case completedInTx:
 		// CompleteTx's transaction committed although the handler reported
 		// an error (most likely its COMMIT's, lost with the connection).
@@ -308,7 +354,6 @@ func (c *completer) readBack(ctx context.Context, r *finishRequest) bool {
 	case found.Outcome == leasetype.OutcomeCancelled:
 		item.State, item.Outcome = leasetype.JobStateCancelled, leasetype.OutcomeCancelled
 	}
-	return true
 }
 
 func later(a, b time.Time) time.Time {

@@ -39,7 +39,13 @@ type lease struct {
 
 	done       atomic.Bool // handler returned: no more heartbeats
 	completing atomic.Bool // CompleteTx wrote the completion in a user transaction
-	lost       atomic.Bool // lease known lost: write nothing more
+	// completedTx: CompleteTx's write of the completion succeeded in the
+	// caller's transaction (completing is set as it starts). A handler
+	// that then returns nil has its commit confirmed (txConfirmer) instead
+	// of an outcome written.
+	completedTx atomic.Bool
+	slotFreed   atomic.Bool // the job's worker slot was freed (freeSlot)
+	lost        atomic.Bool // lease known lost: write nothing more
 	// superseded: the database granted this job to this client again while
 	// this lease was held, with the same token (it forgot this grant: a
 	// failover rolled it back). Fencing cannot tell the two leases apart,
@@ -186,10 +192,20 @@ func (l *lease) outcomeWritten(err error) {
 	}
 }
 
-// end releases the lease and frees its job's slot.
+// end releases the lease and frees its job's slot, if freeSlot did not
+// already.
 func (l *lease) end() {
 	l.core.leases.remove(l)
-	l.producer.jobDone()
+	l.freeSlot()
+}
+
+// freeSlot frees the lease's worker slot once, before the lease ends when
+// nothing of the job is left to write (a CompleteTx whose commit is being
+// confirmed).
+func (l *lease) freeSlot() {
+	if l.slotFreed.CompareAndSwap(false, true) {
+		l.producer.jobDone()
+	}
 }
 
 // leaseSet is the set of leases a client holds.

@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/leasetype"
@@ -123,7 +124,9 @@ type Executor interface {
 	JobGet(ctx context.Context, params *JobGetParams) (*leasetype.JobRow, error)
 	// JobList returns jobs matching the filter, newest ID first.
 	JobList(ctx context.Context, params *JobListParams) ([]*leasetype.JobRow, error)
-	// JobAttempts returns the attempt history of job JobID, oldest first.
+	// JobAttempts returns the attempt history of job JobID, oldest first,
+	// or with Leases the attempt rows of those leases (see
+	// JobAttemptsParams), in one statement either way.
 	JobAttempts(ctx context.Context, params *JobAttemptsParams) ([]*leasetype.AttemptRow, error)
 	// JobSetState moves a job that is not running from one of FromStates to
 	// State (an operator action: retry, cancel, discard, resolve). It returns
@@ -460,10 +463,31 @@ type JobListParams struct {
 	Limit int
 }
 
-// JobAttemptsParams selects the job whose attempts JobAttempts returns.
+// JobAttemptsParams selects the job whose attempts JobAttempts returns, or
+// the attempt rows of many leases at once.
 type JobAttemptsParams struct {
-	// JobID is the job's ID.
+	// JobID is the job's ID; ignored when Leases is not empty.
 	JobID int64
+	// Leases, when not empty, selects instead the attempt rows of these
+	// leases (a job and a fencing token each: the row's key) in one
+	// statement, ordered by job ID and token. A lease that has no row is
+	// missing from the result. At most MaxAttemptLeases; a lease named
+	// twice is returned once. The client reads back the outcomes it cannot
+	// confirm otherwise (CompleteTx commits, refused or ambiguous writes)
+	// with it, a batch in one round trip.
+	Leases []LeaseRef
+}
+
+// MaxAttemptLeases is the most leases one JobAttempts call may name in
+// JobAttemptsParams.Leases.
+const MaxAttemptLeases = 1000
+
+// ValidateJobAttempts checks JobAttemptsParams as every backend must.
+func ValidateJobAttempts(p *JobAttemptsParams) error {
+	if len(p.Leases) > MaxAttemptLeases {
+		return fmt.Errorf("attempts: %d leases named, at most %d", len(p.Leases), MaxAttemptLeases)
+	}
+	return nil
 }
 
 // JobSetStateParams is an operator's state change.

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -24,6 +25,17 @@ const jobListByStates = ` AND state IN (`
 // lease, so they order the history.
 const jobAttemptsSQL = `SELECT ` + attemptColumns + `
 FROM leasehold_attempt WHERE job_id = ? ORDER BY token`
+
+// jobAttemptsOfLeasesPrefixSQL starts the read of the attempt rows of many
+// leases, each by its key (job_id, token); JobAttempts appends one
+// jobAttemptsLeaseSQL per lease, joined by commas, then
+// jobAttemptsOfLeasesEndSQL.
+const (
+	jobAttemptsOfLeasesPrefixSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt WHERE (job_id, token) IN (`
+	jobAttemptsLeaseSQL       = `(?, ?)`
+	jobAttemptsOfLeasesEndSQL = `) ORDER BY job_id, token`
+)
 
 // jobListSQL is JobList's SQL; each state is a parameter of its own.
 var jobListSQL = sqlbackend.JobListSQL{
@@ -66,10 +78,31 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 
 // JobAttempts returns a job's attempt history, oldest first.
 func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if err := driver.ValidateJobAttempts(params); err != nil {
+		return nil, err
+	}
 	jobID := params.JobID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
+	}
+	if len(params.Leases) > 0 {
+		var sql strings.Builder
+		sql.WriteString(jobAttemptsOfLeasesPrefixSQL)
+		args := make([]any, 0, 2*len(params.Leases))
+		for i, l := range params.Leases {
+			if i > 0 {
+				sql.WriteByte(',')
+			}
+			sql.WriteString(jobAttemptsLeaseSQL)
+			args = append(args, l.ID, l.Token)
+		}
+		sql.WriteString(jobAttemptsOfLeasesEndSQL)
+		attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, sql.String(), args...)
+		if err != nil {
+			return nil, fmt.Errorf("list attempts of %d leases: %w", len(params.Leases), translateError(err))
+		}
+		return attempts, nil
 	}
 	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, jobAttemptsSQL, jobID)
 	if err != nil {

@@ -34,6 +34,13 @@ const jobListOrderSQL = ` ORDER BY id DESC LIMIT $%d`
 const jobAttemptsSQL = `SELECT ` + attemptColumns + `
 FROM leasehold_attempt WHERE job_id = $1 ORDER BY token`
 
+// jobAttemptsOfLeasesSQL reads the attempt rows of many leases, each by
+// its key (job_id, token): $1 the job IDs, $2 the tokens, pairwise.
+const jobAttemptsOfLeasesSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt
+WHERE (job_id, token) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+ORDER BY job_id, token`
+
 // defaultListLimit is JobList's limit when the filter sets none.
 const defaultListLimit = 100
 
@@ -101,6 +108,9 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 }
 
 func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if len(params.Leases) > 0 {
+		return e.jobAttemptsOfLeases(ctx, params)
+	}
 	jobID := params.JobID
 	rows, err := e.db.Query(ctx, jobAttemptsSQL, jobID)
 	if err != nil {
@@ -117,6 +127,35 @@ func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsPa
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
+	}
+	return out, nil
+}
+
+// jobAttemptsOfLeases is JobAttempts of params.Leases.
+func (e *executor) jobAttemptsOfLeases(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if err := driver.ValidateJobAttempts(params); err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(params.Leases))
+	tokens := make([]int64, len(params.Leases))
+	for i, l := range params.Leases {
+		ids[i], tokens[i] = l.ID, l.Token
+	}
+	rows, err := e.db.Query(ctx, jobAttemptsOfLeasesSQL, ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of %d leases: %w", len(ids), translateError(err))
+	}
+	defer rows.Close()
+	out := make([]*leasetype.AttemptRow, 0, len(ids))
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan attempt: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts of %d leases: %w", len(ids), translateError(err))
 	}
 	return out, nil
 }

@@ -25,6 +25,13 @@ const jobListByStates = ` AND state IN (SELECT value FROM json_each(?))`
 const jobAttemptsSQL = `SELECT ` + attemptColumns + `
 FROM leasehold_attempt WHERE job_id = ?1 ORDER BY token`
 
+// jobAttemptsOfLeasesSQL reads the attempt rows of many leases, each by
+// its key (job_id, token), given as one JSON array of [id, token] pairs.
+const jobAttemptsOfLeasesSQL = `SELECT ` + attemptColumns + `
+FROM leasehold_attempt
+WHERE (job_id, token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))
+ORDER BY job_id, token`
+
 // jobListSQL is JobList's SQL; the states are one JSON array parameter.
 var jobListSQL = sqlbackend.JobListSQL{
 	Prefix: jobListPrefixSQL,
@@ -66,10 +73,28 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 
 // JobAttempts returns a job's attempt history, oldest first.
 func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if err := driver.ValidateJobAttempts(params); err != nil {
+		return nil, err
+	}
 	jobID := params.JobID
 	q, err := e.read()
 	if err != nil {
 		return nil, err
+	}
+	if len(params.Leases) > 0 {
+		pairs := make([][2]int64, len(params.Leases))
+		for i, l := range params.Leases {
+			pairs[i] = [2]int64{l.ID, l.Token}
+		}
+		b, err := json.Marshal(pairs)
+		if err != nil {
+			return nil, fmt.Errorf("encode leases: %w", err)
+		}
+		attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, jobAttemptsOfLeasesSQL, string(b))
+		if err != nil {
+			return nil, fmt.Errorf("list attempts of %d leases: %w", len(pairs), err)
+		}
+		return attempts, nil
 	}
 	attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, jobAttemptsSQL, jobID)
 	if err != nil {

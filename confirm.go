@@ -1,0 +1,174 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// txConfirmer confirms the completions that CompleteTx wrote in a
+// handler's own transaction, for handlers that then returned nil.
+//
+// Such a job needs no outcome write of the client: the completion is in
+// the handler's transaction, which committed (the usual case) or rolled
+// back. Its worker slot therefore frees as soon as the handler returns,
+// and the lease ends once the commit is known: read back from the attempt
+// history, the attempt rows of many leases in one statement
+// (driver.JobAttemptsParams.Leases), off the slots' path. Only then is the
+// completion counted (Stats.Completed) and its event sent. One read is in
+// flight at a time, and reads start at most every confirmInterval, unless
+// a full batch waits: under load a read confirms many jobs (a few
+// thousandths of a transaction per job), and when idle a job is confirmed
+// at once.
+//
+// A completion that is not in the attempt history did not commit: the
+// transaction rolled back although the handler returned nil. The lease is
+// still this client's (the completion never landed), so its outcome is
+// written as a handler error (errCompleteTxNotCommitted) through the
+// completer: the job is retried under its retry policy, with the business
+// writes that rolled back with it. Were the transaction still open, that
+// write waits on the row it locked; should it commit after all, the write
+// is refused and read back as an ambiguous commit.
+type txConfirmer struct {
+	completer *completer // whose executor, owner and read-back are used
+	logger    *slog.Logger
+	// notCommitted writes the outcome of a lease whose CompleteTx did not
+	// commit.
+	notCommitted func(*lease)
+	interval     time.Duration
+
+	mu     sync.Mutex
+	queued []*finishRequest
+	wake   chan struct{} // capacity 1
+}
+
+// confirmInterval is the least time between the starts of two reads of a
+// txConfirmer (unless a full batch waits): how much later than its commit a
+// CompleteTx job may be counted and reported, under load.
+const confirmInterval = 5 * time.Millisecond
+
+// errCompleteTxNotCommitted is the outcome of a job whose handler returned
+// nil after CompleteTx while the completion did not commit.
+var errCompleteTxNotCommitted = errors.New("leasehold: the handler returned nil after CompleteTx, but its transaction did not commit (rolled back): the job is retried")
+
+func newTxConfirmer(c *completer, logger *slog.Logger, notCommitted func(*lease)) *txConfirmer {
+	return &txConfirmer{completer: c, logger: logger, notCommitted: notCommitted, interval: confirmInterval, wake: make(chan struct{}, 1)}
+}
+
+// confirm submits r, the completion of a lease that CompleteTx wrote, to be
+// confirmed; r.done is told nil once it is read back committed. The
+// confirmer must be running until then. It never blocks.
+func (cf *txConfirmer) confirm(r *finishRequest) {
+	cf.mu.Lock()
+	cf.queued = append(cf.queued, r)
+	cf.mu.Unlock()
+	select {
+	case cf.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue and returns what it held.
+func (cf *txConfirmer) take() []*finishRequest {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	q := cf.queued
+	cf.queued = nil
+	return q
+}
+
+// full reports whether a full batch waits.
+func (cf *txConfirmer) full() bool {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	return len(cf.queued) >= cf.completer.maxBatch
+}
+
+// run confirms what is submitted until ctx ends. The client ends it only
+// once every lease ended, so nothing submitted is left behind.
+func (cf *txConfirmer) run(ctx context.Context) {
+	var last time.Time // when the last read started
+	var pending []*finishRequest
+	retry := 20 * time.Millisecond
+	for {
+		if len(pending) == 0 {
+			select {
+			case <-cf.wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if wait := cf.interval - time.Since(last); wait > 0 && !cf.full() {
+			sleepCtx(ctx, wait)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		pending = append(pending, cf.take()...)
+		if len(pending) == 0 {
+			continue // a stale wake-up
+		}
+		last = time.Now()
+		var failed []*finishRequest
+		for len(pending) > 0 {
+			n := min(len(pending), cf.completer.maxBatch, maxConfirmBatch)
+			failed = append(failed, cf.check(ctx, pending[:n])...)
+			pending = pending[n:]
+		}
+		pending = failed
+		if len(pending) > 0 {
+			sleepCtx(ctx, retry)
+			retry = min(retry*2, time.Second)
+			continue
+		}
+		retry = 20 * time.Millisecond
+	}
+}
+
+// maxConfirmBatch is the most leases one confirming read names.
+const maxConfirmBatch = 1000
+
+// check reads back batch and settles each request: confirmed, not
+// committed, or, when the read failed, returned to be read again (until the
+// lease's local deadline and the bound of its transaction have passed,
+// after which the lease is given up as lost: the job is completed if the
+// transaction committed, and reclaimed by the expirer if not).
+func (cf *txConfirmer) check(ctx context.Context, batch []*finishRequest) (again []*finishRequest) {
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastReadTimeout)
+	landed, err := cf.completer.readBack(readCtx, batch)
+	cancel()
+	if err != nil {
+		cf.logger.Warn("leasehold: confirm CompleteTx commits", "jobs", len(batch), "error", err)
+		now := time.Now()
+		for _, r := range batch {
+			deadline, _ := r.lease.times()
+			if now.Before(later(deadline, r.lease.completingUntil())) {
+				again = append(again, r)
+				continue
+			}
+			cf.giveUp(r.lease, err)
+		}
+		return again
+	}
+	for i, r := range batch {
+		if landed[i] {
+			r.done.outcomeWritten(nil)
+			continue
+		}
+		cf.notCommitted(r.lease)
+	}
+	return nil
+}
+
+// giveUp ends a lease whose CompleteTx commit could not be confirmed before
+// its lease ran out.
+func (cf *txConfirmer) giveUp(l *lease, err error) {
+	cf.logger.Warn("leasehold: CompleteTx commit not confirmed before the lease ran out; the job is completed if it committed, else reclaimed when its lease expires",
+		"job_id", l.row.ID, "token", l.token, "error", err)
+	if l.lose("the CompleteTx commit could not be confirmed before the lease ran out") {
+		l.core.stats.leasesLost.Add(1)
+	}
+	l.end()
+}
