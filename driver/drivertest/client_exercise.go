@@ -54,6 +54,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"Stop", testClientStop[TTx]},
 		{"CompleteTx", testClientCompleteTx[TTx]},
 		{"CompleteTxBounded", testClientCompleteTxBounded[TTx]},
+		{"CompleteTxConfirmed", testClientCompleteTxConfirmed[TTx]},
 		{"AmbiguousCommit", testClientAmbiguousCommit[TTx]},
 		{"FencedAfterRollback", testClientFencedAfterRollback[TTx]},
 		{"ReclaimedBySameClient", testClientReclaimedBySameClient[TTx]},

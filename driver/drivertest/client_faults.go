@@ -43,6 +43,11 @@ type faultDriver[TTx any] struct {
 	mode       atomic.Int32
 	heartbeats atomic.Int64 // JobHeartbeat calls
 	renewals   atomic.Int64 // leases carried by those calls
+	// finishItems counts the outcomes the client itself writes (JobFinish
+	// items on the pool's executors, not in a caller's transaction), and
+	// leaseReads the JobAttempts calls that name leases.
+	finishItems atomic.Int64
+	leaseReads  atomic.Int64
 	// lostReplies is how many JobFinish calls still to come lose their
 	// reply: the write commits, and the caller gets errLostReply, as when
 	// the connection drops during COMMIT.
@@ -70,7 +75,7 @@ func (d *faultDriver[TTx]) GetExecutor() driver.Executor {
 }
 
 func (d *faultDriver[TTx]) UnwrapExecutor(tx TTx) driver.Executor {
-	return &faultExecutor[TTx]{Executor: d.Driver.UnwrapExecutor(tx), d: d}
+	return &faultExecutor[TTx]{Executor: d.Driver.UnwrapExecutor(tx), d: d, inTx: true}
 }
 
 // fault applies the current fault to one call; lease reports whether the
@@ -95,7 +100,18 @@ func (d *faultDriver[TTx]) fault(ctx context.Context, lease bool) error {
 
 type faultExecutor[TTx any] struct {
 	driver.Executor
-	d *faultDriver[TTx]
+	d    *faultDriver[TTx]
+	inTx bool // runs in a caller's transaction (UnwrapExecutor)
+}
+
+func (e *faultExecutor[TTx]) JobAttempts(ctx context.Context, p *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if len(p.Leases) > 0 {
+		e.d.leaseReads.Add(1)
+	}
+	if err := e.d.fault(ctx, false); err != nil {
+		return nil, err
+	}
+	return e.Executor.JobAttempts(ctx, p)
 }
 
 func (e *faultExecutor[TTx]) Now(ctx context.Context) (time.Time, error) {
@@ -122,6 +138,9 @@ func (e *faultExecutor[TTx]) JobHeartbeat(ctx context.Context, p *driver.JobHear
 }
 
 func (e *faultExecutor[TTx]) JobFinish(ctx context.Context, p *driver.JobFinishParams) ([]int64, error) {
+	if !e.inTx {
+		e.d.finishItems.Add(int64(len(p.Items)))
+	}
 	if err := e.d.fault(ctx, true); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +72,93 @@ func testClientCompleteTx[TTx any](t *testing.T, b Backend[TTx]) {
 	stale := env.job(committed.ID)
 	if err := c.CompleteTx(ctx, tx, stale); !leasehold.IsLeaseLost(err) {
 		t.Fatalf("CompleteTx on a completed job = %v, want a lease-lost error", err)
+	}
+}
+
+// testClientCompleteTxConfirmed: a handler that returns nil after a
+// committed CompleteTx has no outcome written by the client (the
+// completion is in its transaction); the client confirms the commits with
+// batched reads and counts them only then. A CompleteTx whose transaction
+// rolled back while the handler returned nil does not lose the job: it is
+// retried, and its business write with it.
+func testClientCompleteTxConfirmed[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	if err := env.exec.Exec(ctx, "CREATE TABLE drivertest_confirmed (job_id BIGINT PRIMARY KEY)"); err != nil {
+		t.Fatalf("create business table: %v", err)
+	}
+	fd := newFaultDriver(env.d)
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[testArgs](func(ctx context.Context, j *leasehold.Job[testArgs]) error {
+		client, err := leasehold.ClientFromContext[TTx](ctx)
+		if err != nil {
+			return err
+		}
+		tx, err := b.BeginTx(ctx, env.d)
+		if err != nil {
+			return err
+		}
+		defer b.RollbackTx(ctx, tx) //nolint:errcheck // no-op after commit
+		if err := env.d.UnwrapExecutor(tx).Exec(ctx, "INSERT INTO drivertest_confirmed (job_id) VALUES ("+itoa(j.ID)+")"); err != nil {
+			return err
+		}
+		if err := client.CompleteTx(ctx, tx, j.JobRow); err != nil {
+			return err
+		}
+		if j.Args.Name == "rollback" && j.Attempt == 1 {
+			// A handler bug: the transaction is dropped, yet it reports
+			// success.
+			return b.RollbackTx(ctx, tx)
+		}
+		return b.CommitTx(ctx, tx)
+	}))
+	c := env.client(fd, leasehold.Config{Workers: w})
+	completed, cancel, err := c.Subscribe(leasehold.EventKindJobCompleted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	const n = 20
+	var jobs []*leasetype.JobRow
+	for range n {
+		jobs = append(jobs, insert(t, c, testArgs{Name: "commit"}, nil))
+	}
+	rolledBack := insert(t, c, testArgs{Name: "rollback"}, nil)
+	for _, j := range append(jobs, rolledBack) {
+		env.waitState(j.ID, leasetype.JobStateCompleted, 10*time.Second)
+	}
+	waitFor(t, 5*time.Second, func() bool { s := c.Stats(); return s.Completed == n+1 && s.Failed == 1 },
+		func() string { return fmt.Sprintf("stats %+v, want %d completed and 1 failed", c.Stats(), n+1) })
+	if s := c.Stats(); s.AmbiguousCommits != 0 || s.LeasesLost != 0 || s.FencedWrites != 0 {
+		t.Fatalf("stats %+v: want no ambiguous commit, lost lease or fenced write", s)
+	}
+	// The only outcome the client wrote itself is the rolled-back
+	// attempt's failure: every completion was in a handler's transaction.
+	if got := fd.finishItems.Load(); got != 1 {
+		t.Fatalf("outcomes written by the client = %d, want 1 (the rolled-back attempt's); CompleteTx jobs need none", got)
+	}
+	if got := fd.leaseReads.Load(); got < 1 || got > n+2 {
+		t.Fatalf("confirming reads = %d, want between 1 and %d", got, n+2)
+	}
+	for _, j := range jobs {
+		if got := env.outcomes(j.ID); len(got) != 1 || got[0] != leasetype.OutcomeCompleted {
+			t.Fatalf("job %d outcomes = %v, want one completed", j.ID, got)
+		}
+	}
+	if got := env.outcomes(rolledBack.ID); len(got) != 2 || got[0] != leasetype.OutcomeFailed || got[1] != leasetype.OutcomeCompleted {
+		t.Fatalf("rolled-back job outcomes = %v, want [failed completed]: retried after its transaction rolled back", got)
+	}
+	if a := env.attempts(rolledBack.ID); !strings.Contains(a[0].Error, "did not commit") {
+		t.Fatalf("rolled-back attempt's error = %q, want it to say the transaction did not commit", a[0].Error)
+	}
+	seen := 0
+	for seen < n+1 {
+		select {
+		case <-completed:
+			seen++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("completed events = %d, want %d", seen, n+1)
+		}
 	}
 }
 

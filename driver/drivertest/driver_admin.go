@@ -313,6 +313,63 @@ func exerciseAdmin[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	})
 
+	t.Run("AttemptsOfLeases", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		a := mustInsertOne(t, exec, jobParams("k", "lq"))
+		bJob := mustInsertOne(t, exec, jobParams("k", "lq"))
+		c := mustInsertOne(t, exec, jobParams("k", "lq"))
+		// a: two leases (released, then completed); b: one (failed);
+		// c: claimed and still running (no attempt row yet).
+		first := mustClaimOne(t, exec, claimParams("lq", "w", 1, longTTL))
+		if first.ID != a.ID {
+			t.Fatalf("claimed job %d, want %d", first.ID, a.ID)
+		}
+		mustFinish(t, exec, "w", &driver.JobFinish{ID: a.ID, Token: first.LeaseToken, State: leasetype.JobStateAvailable, Outcome: leasetype.OutcomeReleased})
+		jobs := mustClaim(t, exec, claimParams("lq", "w", 3, longTTL))
+		if len(jobs) != 3 {
+			t.Fatalf("claimed %d jobs, want 3", len(jobs))
+		}
+		tokens := map[int64]int64{}
+		for _, j := range jobs {
+			tokens[j.ID] = j.LeaseToken
+		}
+		mustFinish(t, exec, "w", completeItem(&leasetype.JobRow{ID: a.ID, LeaseToken: tokens[a.ID]}),
+			&driver.JobFinish{ID: bJob.ID, Token: tokens[bJob.ID], State: leasetype.JobStateDiscarded, Outcome: leasetype.OutcomeFailed, Error: "boom"})
+
+		leases := []driver.LeaseRef{
+			{ID: bJob.ID, Token: tokens[bJob.ID]},
+			{ID: c.ID, Token: tokens[c.ID]},       // running: no row
+			{ID: a.ID, Token: tokens[a.ID]},       // the second lease only
+			{ID: a.ID, Token: tokens[a.ID] + 5},   // never granted
+			{ID: bJob.ID, Token: tokens[bJob.ID]}, // named twice
+			{ID: c.ID + 1000000, Token: 1},        // no such job
+		}
+		got, err := exec.JobAttempts(t.Context(), &driver.JobAttemptsParams{JobID: c.ID, Leases: leases})
+		if err != nil {
+			t.Fatalf("JobAttempts with Leases: %v", err)
+		}
+		type row struct {
+			job, token int64
+			outcome    leasetype.AttemptOutcome
+		}
+		var rows []row
+		for _, r := range got {
+			rows = append(rows, row{r.JobID, r.Token, r.Outcome})
+		}
+		want := []row{{a.ID, tokens[a.ID], leasetype.OutcomeCompleted}, {bJob.ID, tokens[bJob.ID], leasetype.OutcomeFailed}}
+		if fmt.Sprint(rows) != fmt.Sprint(want) {
+			t.Fatalf("attempts of leases = %v, want %v (ordered by job and token, each once)", rows, want)
+		}
+		if got[1].Owner != "w" || got[1].Error != "boom" {
+			t.Errorf("attempt of job %d: owner %q error %q, want w and boom", bJob.ID, got[1].Owner, got[1].Error)
+		}
+		tooMany := make([]driver.LeaseRef, driver.MaxAttemptLeases+1)
+		if _, err := exec.JobAttempts(t.Context(), &driver.JobAttemptsParams{Leases: tooMany}); err == nil {
+			t.Errorf("JobAttempts naming %d leases: no error, want one", len(tooMany))
+		}
+	})
+
 	t.Run("CountByState", func(t *testing.T) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()
