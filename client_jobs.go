@@ -17,6 +17,16 @@ import (
 // lease; the caller must then roll back. Call it from the handler with the
 // job it was given; the handler should return nil after the commit.
 //
+// A handler that returns nil after CompleteTx costs no other write: the
+// client sends no outcome for the job and frees its worker slot at once,
+// and confirms the commit with one read of the attempt history for many
+// such jobs (see package documentation, Guarantees); the job counts as
+// completed, and its event is sent, once confirmed. Should tx have rolled
+// back, the job is failed with that reason and retried. A handler that
+// returns an error after CompleteTx has its outcome written as usual: the
+// write is refused if tx committed, and the completion is then read back
+// and counted as an ambiguous commit (Stats.AmbiguousCommits).
+//
 // The completion locks the job's row until tx ends, and the lease is not
 // renewed meanwhile (the renewal would wait on that lock). Where the driver
 // can (driver.TxBounder: package postgres), CompleteTx therefore bounds tx
