@@ -144,7 +144,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
 	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger, &core.stats)
-	core.confirmer = newTxConfirmer(core.completer, cfg.Logger, core.completeTxNotCommitted)
+	core.confirmer = newTxConfirmer(core.completer, cfg.Logger, core.leases.count, core.completeTxNotCommitted)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
 	return c, nil

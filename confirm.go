@@ -17,11 +17,17 @@ import (
 // and the lease ends once the commit is known: read back from the attempt
 // history, the attempt rows of many leases in one statement
 // (driver.JobAttemptsParams.Leases), off the slots' path. Only then is the
-// completion counted (Stats.Completed) and its event sent. One read is in
-// flight at a time, and reads start at most every confirmInterval, unless
-// a full batch waits: under load a read confirms many jobs (a few
-// thousandths of a transaction per job), and when idle a job is confirmed
-// at once.
+// completion counted (Stats.Completed) and its event sent.
+//
+// One read is in flight at a time. The confirmations wait for one another
+// (the read is a transaction of its own, and the point is that it be
+// shared): a read starts once confirmBatch of them wait, once the oldest
+// has waited confirmMaxDelay, or at once when no other job of the client
+// is running (nothing more would come soon: an idle client confirms
+// without delay). Under load a read thus confirms at least confirmBatch
+// jobs, or as many as end in confirmMaxDelay: a fraction of a transaction
+// per job however slow the reads, for at most confirmMaxDelay more before
+// a job is counted and its event sent.
 //
 // A completion that is not in the attempt history did not commit: the
 // transaction rolled back although the handler returned nil. The lease is
@@ -37,24 +43,32 @@ type txConfirmer struct {
 	// notCommitted writes the outcome of a lease whose CompleteTx did not
 	// commit.
 	notCommitted func(*lease)
-	interval     time.Duration
+	// running counts the client's leases (nil: none besides the
+	// confirmations): when every one is a confirmation waiting, the read
+	// starts at once.
+	running  func() int
+	batch    int
+	maxDelay time.Duration
 
-	mu     sync.Mutex
-	queued []*finishRequest
-	wake   chan struct{} // capacity 1
+	mu      sync.Mutex
+	queued  []*finishRequest
+	firstAt time.Time     // when the oldest of queued was submitted
+	wake    chan struct{} // capacity 1
 }
 
-// confirmInterval is the least time between the starts of two reads of a
-// txConfirmer (unless a full batch waits): how much later than its commit a
-// CompleteTx job may be counted and reported, under load.
-const confirmInterval = 5 * time.Millisecond
+// confirmBatch and confirmMaxDelay pace a txConfirmer's reads (see there).
+const (
+	confirmBatch    = 64
+	confirmMaxDelay = 50 * time.Millisecond
+)
 
 // errCompleteTxNotCommitted is the outcome of a job whose handler returned
 // nil after CompleteTx while the completion did not commit.
 var errCompleteTxNotCommitted = errors.New("leasehold: the handler returned nil after CompleteTx, but its transaction did not commit (rolled back): the job is retried")
 
-func newTxConfirmer(c *completer, logger *slog.Logger, notCommitted func(*lease)) *txConfirmer {
-	return &txConfirmer{completer: c, logger: logger, notCommitted: notCommitted, interval: confirmInterval, wake: make(chan struct{}, 1)}
+func newTxConfirmer(c *completer, logger *slog.Logger, running func() int, notCommitted func(*lease)) *txConfirmer {
+	return &txConfirmer{completer: c, logger: logger, running: running, notCommitted: notCommitted,
+		batch: min(confirmBatch, c.maxBatch), maxDelay: confirmMaxDelay, wake: make(chan struct{}, 1)}
 }
 
 // confirm submits r, the completion of a lease that CompleteTx wrote, to be
@@ -62,6 +76,9 @@ func newTxConfirmer(c *completer, logger *slog.Logger, notCommitted func(*lease)
 // confirmer must be running until then. It never blocks.
 func (cf *txConfirmer) confirm(r *finishRequest) {
 	cf.mu.Lock()
+	if len(cf.queued) == 0 {
+		cf.firstAt = time.Now()
+	}
 	cf.queued = append(cf.queued, r)
 	cf.mu.Unlock()
 	select {
@@ -79,41 +96,59 @@ func (cf *txConfirmer) take() []*finishRequest {
 	return q
 }
 
-// full reports whether a full batch waits.
-func (cf *txConfirmer) full() bool {
+// due returns how long the queue may still wait before a read, zero when a
+// read is due now; extra are requests run holds (failed reads to retry).
+func (cf *txConfirmer) due(extra int) (time.Duration, bool) {
 	cf.mu.Lock()
-	defer cf.mu.Unlock()
-	return len(cf.queued) >= cf.completer.maxBatch
+	n, firstAt := len(cf.queued), cf.firstAt
+	cf.mu.Unlock()
+	if n == 0 {
+		return 0, false
+	}
+	wait := cf.maxDelay - time.Since(firstAt)
+	if n+extra >= cf.batch || wait <= 0 || cf.running == nil || cf.running() <= n+extra {
+		return 0, true
+	}
+	return wait, true
 }
 
 // run confirms what is submitted until ctx ends. The client ends it only
 // once every lease ended, so nothing submitted is left behind.
 func (cf *txConfirmer) run(ctx context.Context) {
-	var last time.Time // when the last read started
-	var pending []*finishRequest
+	var pending []*finishRequest // failed reads to retry
 	retry := 20 * time.Millisecond
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		if len(pending) == 0 {
+		wait, queued := cf.due(len(pending))
+		switch {
+		case !queued && len(pending) == 0:
 			select {
 			case <-cf.wake:
+				continue
 			case <-ctx.Done():
 				return
 			}
-		}
-		if wait := cf.interval - time.Since(last); wait > 0 && !cf.full() {
-			sleepCtx(ctx, wait)
-		}
-		if ctx.Err() != nil {
-			return
+		case queued && wait > 0:
+			timer.Reset(wait)
+			select {
+			case <-cf.wake:
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			continue
 		}
 		pending = append(pending, cf.take()...)
-		if len(pending) == 0 {
-			continue // a stale wake-up
-		}
-		last = time.Now()
 		var failed []*finishRequest
 		for len(pending) > 0 {
-			n := min(len(pending), cf.completer.maxBatch, maxConfirmBatch)
+			n := min(len(pending), maxConfirmBatch)
 			failed = append(failed, cf.check(ctx, pending[:n])...)
 			pending = pending[n:]
 		}

@@ -108,13 +108,13 @@ func TestConfirmerBatchesAndWritesNothing(t *testing.T) {
 		missing   []int64
 		done      = make(chan struct{}, n+1)
 	)
-	cf := newTxConfirmer(c, slog.New(slog.DiscardHandler), func(l *lease) {
+	running := func() int { return 100 } // other jobs run: confirmations wait for one another
+	cf := newTxConfirmer(c, slog.New(slog.DiscardHandler), running, func(l *lease) {
 		mu.Lock()
 		missing = append(missing, l.row.ID)
 		mu.Unlock()
 		done <- struct{}{}
 	})
-	cf.interval = 50 * time.Millisecond // reads far apart: the submissions pile up
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {

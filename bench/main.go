@@ -7,6 +7,7 @@
 //	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0] [-backend postgres|mysql]
 //	go run . heartbeat   [-jobs 10000] [-duration 40s] [-ttl 30s]
 //	go run . sqlite      [-jobs 20000] [-rounds 3]
+//	go run . payments    [-jobs 20000] [-rounds 1] [-pool 20] [-workers 100]
 //
 // Postgres is LEASEHOLD_TEST_POSTGRES_URL (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable); each engine
@@ -60,6 +61,7 @@ type options struct {
 	sqliteDir    string
 	schemaPrefix string
 	backend      string
+	pool         int
 }
 
 var modes = map[string]func(context.Context, *options, io.Writer) error{
@@ -68,9 +70,10 @@ var modes = map[string]func(context.Context, *options, io.Writer) error{
 	"latency":    runLatency,
 	"heartbeat":  runHeartbeat,
 	"sqlite":     runSQLite,
+	"payments":   runPayments,
 }
 
-const usage = "usage: go run . drain|continuous|latency|heartbeat|sqlite [flags] (-h for the flags)"
+const usage = "usage: go run . drain|continuous|latency|heartbeat|sqlite|payments [flags] (-h for the flags)"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || modes[args[0]] == nil {
@@ -91,6 +94,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "sqlite: directory for the database files (default a temporary directory)")
 	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river; MySQL databases leasehold_<prefix>_raw and leasehold_<prefix>_leasehold")
 	fs.StringVar(&o.backend, "backend", "postgres", "drain and latency: postgres, or mysql (MySQL/MariaDB at LEASEHOLD_TEST_MYSQL_URL; engines raw and leasehold, River has no MySQL driver)")
+	fs.IntVar(&o.pool, "pool", 0, "payments: connections in every engine's pool (20); leasehold also opens its 3 reserved connections (Config.ReservedConns)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

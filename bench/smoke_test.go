@@ -21,6 +21,13 @@ func TestSmoke(t *testing.T) {
 	prefix := fmt.Sprintf("bench_smoke_%d", os.Getpid())
 	t.Cleanup(func() { dropSchemas(t, prefix) })
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dropPaymentsDatabase(ctx, prefix); err != nil {
+			t.Errorf("drop payments database: %v", err)
+		}
+	})
+	t.Cleanup(func() {
 		if err := dropMySQLDatabases(prefix); err != nil {
 			t.Errorf("drop MySQL databases: %v", err)
 		}
@@ -53,6 +60,13 @@ func TestSmoke(t *testing.T) {
 		{
 			args:  []string{"sqlite", "-jobs", "300", "-rounds", "1", "-workers", "100", "-sqlite-dir", t.TempDir()},
 			lines: map[string][]string{"sqlite": {"river", "leasehold"}},
+		},
+		{
+			args: []string{"payments", "-jobs", "300", "-rounds", "1", "-workers", "50", "-pool", "4"},
+			lines: map[string][]string{
+				"payments-pool4":       {"raw", "river", "leasehold"},
+				"payments-pool4-xacts": {"raw", "river", "leasehold"},
+			},
 		},
 		{
 			name:  "drain-mysql",

@@ -51,7 +51,7 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range []string{"claim", "finish", "heartbeat"} {
+	for _, kind := range []string{"claim", "finish", "heartbeat", "attempts"} {
 		s := t.kinds[kind]
 		if s == nil || s.n == 0 {
 			continue
@@ -87,6 +87,18 @@ func (e tracedExecutor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeat
 	ids, err := e.Executor.JobHeartbeat(ctx, p)
 	e.t.record("heartbeat", len(p.Leases), time.Since(start))
 	return ids, err
+}
+
+// JobAttempts traces the read-back of many leases (CompleteTx commits
+// confirmed, refused outcomes); rows are the leases named.
+func (e tracedExecutor) JobAttempts(ctx context.Context, p *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if len(p.Leases) == 0 {
+		return e.Executor.JobAttempts(ctx, p)
+	}
+	start := time.Now()
+	rows, err := e.Executor.JobAttempts(ctx, p)
+	e.t.record("attempts", len(p.Leases), time.Since(start))
+	return rows, err
 }
 
 // tracedReserved is a traced executor on a client's reserved connections.
