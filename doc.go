@@ -70,11 +70,13 @@ it with JobAttempts or plain SQL.
 
 Outcomes are written in batches: whatever ended while the previous batch was
 being written goes in the next statement, one statement at a time unless a
-full batch (Config.CompleterMaxBatch) waits. A job's worker slot frees only
-once its outcome has committed, so MaxWorkers bounds the jobs whose outcome
-is not yet durable as well as the handlers running. A handler that returns
-nil after CompleteTx has nothing left to write: its slot frees when it
-returns (see Guarantees).
+full batch (Config.CompleterMaxBatch) waits. On Postgres a batch of a queue
+with a backlog carries that queue's next claim, sized to the workers the
+batch frees, in the same round trip and transaction. A job's worker slot
+frees only once its outcome has committed, so MaxWorkers bounds the jobs
+whose outcome is not yet durable as well as the handlers running. A handler
+that returns nil after CompleteTx has nothing left to write: its slot frees
+when it returns (see Guarantees).
 
 # Guarantees
 

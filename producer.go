@@ -22,8 +22,18 @@ type producer struct {
 
 	mu      sync.Mutex
 	running int
-	backlog bool          // the last claim was full or capped: more jobs are probably waiting
-	retryIn time.Duration // a rate window opens again after this; zero when not rate-capped
+	// reserved is how many workers the claims in flight may fill: the
+	// loop's own and those the completer sends with outcomes (claimAlong).
+	reserved int
+	// accepting is set while the loop runs: only then may the completer
+	// claim for it. along counts the completer's claims in flight, which
+	// the loop waits for before its handlers close; runCtx is the loop's
+	// context, which ends them.
+	accepting bool
+	along     sync.WaitGroup
+	runCtx    context.Context
+	backlog   bool          // the last claim was full or capped: more jobs are probably waiting
+	retryIn   time.Duration // a rate window opens again after this; zero when not rate-capped
 	// cursor is where the next claim may start (driver.JobClaimParams.After):
 	// past the last job of the full claims since the claims last started
 	// from the head. A job may become claimable behind it: one inserted
@@ -124,11 +134,64 @@ func (p *producer) advance(rows []*leasetype.JobRow, full bool) {
 	}
 }
 
-// free returns how many more jobs the producer may start.
+// free returns how many more jobs the producer may start beyond those the
+// claims in flight may fill.
 func (p *producer) free() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.maxWorkers - p.running
+	return p.maxWorkers - p.running - p.reserved
+}
+
+// reserve counts n more workers as the claims in flight may fill.
+func (p *producer) reserve(n int) {
+	p.mu.Lock()
+	p.reserved += n
+	p.mu.Unlock()
+}
+
+// claimAlong reserves workers for a claim that the completer sends in the
+// round trip of an outcome batch holding freeing of p's running jobs
+// (driver.FinishClaimer): the free workers and those the batch frees. It
+// returns 0, and reserves nothing, unless p's loop is running, its queue
+// has no fleet-wide limits and its last claim was full (a backlog is
+// probably waiting: a claim that finds nothing would only cost the
+// database). A claim it reserved for ends with alongDone, and must end
+// when the context it returns (the loop's) does.
+func (p *producer) claimAlong(freeing int) (int, context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.accepting || !p.backlog || p.flow.limited() {
+		return 0, nil
+	}
+	n := max(0, p.maxWorkers-p.running-p.reserved) + freeing
+	if n <= 0 {
+		return 0, nil
+	}
+	p.reserved += n
+	p.along.Add(1)
+	return n, p.runCtx
+}
+
+// alongDone ends a claim that claimAlong reserved n workers for.
+func (p *producer) alongDone(n int) {
+	p.reserve(-n)
+	p.along.Done()
+}
+
+// accept opens p to the completer's claims while ctx, the loop's, lasts.
+func (p *producer) accept(ctx context.Context) {
+	p.mu.Lock()
+	p.accepting, p.runCtx = true, ctx
+	p.mu.Unlock()
+}
+
+// refuse closes p to the completer's claims and waits for those in flight
+// (the loop's context has ended them).
+func (p *producer) refuse() {
+	p.mu.Lock()
+	p.accepting, p.runCtx = false, nil
+	p.mu.Unlock()
+	p.along.Wait()
 }
 
 // add counts n more running jobs.
@@ -186,12 +249,14 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 	defer p.handlers.close()
 	var claims sync.WaitGroup
 	defer claims.Wait()
+	p.accept(ctx)
+	defer p.refuse()
 	type claimDone struct {
 		reserved int
 		err      error
 	}
 	done := make(chan claimDone, maxClaimsInFlight)
-	inFlight, reserved := 0, 0 // claims in flight, and the workers they may fill
+	inFlight := 0 // the loop's claims in flight
 	// deferred: a wake-up or poll found the workers reserved by claims in
 	// flight; the claim it asked for is made when one of them returns.
 	deferred := false
@@ -207,7 +272,7 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			p.rewind()
 		case d := <-done:
 			inFlight--
-			reserved -= d.reserved
+			p.reserve(-d.reserved)
 			if d.err != nil {
 				if ctx.Err() != nil {
 					return
@@ -225,11 +290,11 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			}
 		}
 		deferred = false
-		free := p.free() - reserved
+		free := p.free()
 		switch {
 		case free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()):
 			inFlight++
-			reserved += free
+			p.reserve(free)
 			claims.Add(1)
 			go func() {
 				defer claims.Done()
@@ -291,10 +356,15 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 // sentAt is when the claim was sent: the local lease deadline counts from
 // there, since the database computed the expiry at or after it.
 func (c *clientCore) startJobs(p *producer, rows []*leasetype.JobRow, sentAt time.Time) {
+	p.add(len(rows))
+	c.startCounted(p, rows, sentAt)
+}
+
+// startCounted is startJobs for rows already counted as running on p.
+func (c *clientCore) startCounted(p *producer, rows []*leasetype.JobRow, sentAt time.Time) {
 	if len(rows) == 0 {
 		return
 	}
-	p.add(len(rows))
 	c.stats.claimed.Add(int64(len(rows)))
 	work := c.runJob
 	for _, row := range rows {

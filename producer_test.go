@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,4 +220,100 @@ func TestProducerCursor(t *testing.T) {
 	want("just before a poll interval", 15)
 	now = now.Add(time.Millisecond)
 	want("a poll interval after the last claim from the head", 0)
+}
+
+// finishClaimDriver offers driver.FinishClaimer on top of a backend that
+// has none, as JobFinish then JobClaim, and counts the combined calls.
+type finishClaimDriver struct {
+	driver.Driver[*sql.Tx]
+	combined atomic.Int64
+}
+
+func (d *finishClaimDriver) GetExecutor() driver.Executor {
+	return &finishClaimExecutor{Executor: d.Driver.GetExecutor(), d: d}
+}
+
+type finishClaimExecutor struct {
+	driver.Executor
+	d *finishClaimDriver
+}
+
+func (e *finishClaimExecutor) JobFinishAndClaim(ctx context.Context, f *driver.JobFinishParams, c *driver.JobClaimParams) ([]int64, []*leasetype.JobRow, error) {
+	e.d.combined.Add(1)
+	written, err := e.Executor.JobFinish(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := e.Executor.JobClaim(ctx, c)
+	return written, rows, err
+}
+
+// TestClaimsAlongOutcomes drains a backlog through an executor that claims
+// in the round trip of an outcome batch: every job runs once, and never
+// more handlers run at once than MaxWorkers, although the completer claims
+// for the workers its batch frees before the batch is reported.
+func TestClaimsAlongOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := &finishClaimDriver{Driver: newTestSQLite(t)}
+	const (
+		jobs    = 1200
+		workers = 40
+	)
+	var (
+		mu                  sync.Mutex
+		runs                = map[int]int{}
+		running, mostAtOnce int
+	)
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[overlapArgs](func(ctx context.Context, j *Job[overlapArgs]) error {
+		mu.Lock()
+		running++
+		mostAtOnce = max(mostAtOnce, running)
+		runs[j.Args.N]++
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	}))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler),
+		Queues: map[string]QueueConfig{defaultQueue: {MaxWorkers: workers}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]InsertManyParams, jobs)
+	for i := range params {
+		params[i] = InsertManyParams{Args: overlapArgs{N: i}}
+	}
+	if _, err := c.InsertManyFast(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for c.Stats().Completed < jobs && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().Completed; got != jobs {
+		t.Fatalf("completed %d of %d jobs", got, jobs)
+	}
+	if d.combined.Load() == 0 {
+		t.Fatal("no outcome batch carried a claim")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range jobs {
+		if runs[i] != 1 {
+			t.Fatalf("job %d ran %d times, want once", i, runs[i])
+		}
+	}
+	if mostAtOnce > workers {
+		t.Fatalf("%d handlers ran at once, want at most MaxWorkers %d", mostAtOnce, workers)
+	}
 }

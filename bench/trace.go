@@ -51,12 +51,12 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range []string{"claim", "finish", "heartbeat", "attempts"} {
+	for _, kind := range []string{"claim", "finish", "finish+claim", "heartbeat", "attempts"} {
 		s := t.kinds[kind]
 		if s == nil || s.n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "#   %s %-9s statements %6d  rows/statement %7.1f  mean %7.2f ms  max %8.2f ms  in flight %5.1f%% of %s\n",
+		fmt.Fprintf(w, "#   %s %-12s statements %6d  rows/statement %7.1f  mean %7.2f ms  max %8.2f ms  in flight %5.1f%% of %s\n",
 			label, kind, s.n, float64(s.rows)/float64(s.n), float64(s.total.Microseconds())/float64(s.n)/1000,
 			float64(s.max.Microseconds())/1000, 100*s.total.Seconds()/wall.Seconds(), wall.Round(time.Millisecond))
 	}
@@ -101,6 +101,25 @@ func (e tracedExecutor) JobAttempts(ctx context.Context, p *driver.JobAttemptsPa
 	return rows, err
 }
 
+// tracedFinishClaimer is a traced executor whose executor writes outcomes
+// and claims in one round trip (driver.FinishClaimer). Each of the two
+// statements is counted as its kind; "finish+claim" counts the round trips
+// that carried both.
+type tracedFinishClaimer struct {
+	tracedReserved
+	fc driver.FinishClaimer
+}
+
+func (e tracedFinishClaimer) JobFinishAndClaim(ctx context.Context, f *driver.JobFinishParams, c *driver.JobClaimParams) ([]int64, []*leasetype.JobRow, error) {
+	start := time.Now()
+	ids, rows, err := e.fc.JobFinishAndClaim(ctx, f, c)
+	d := time.Since(start)
+	e.t.record("finish", len(f.Items), d)
+	e.t.record("claim", len(rows), d)
+	e.t.record("finish+claim", len(f.Items)+len(rows), d)
+	return ids, rows, err
+}
+
 // tracedReserved is a traced executor on a client's reserved connections.
 type tracedReserved struct {
 	tracedExecutor
@@ -116,7 +135,11 @@ func traceReserved(ctx context.Context, r driver.Reserver, p *driver.OpenReserve
 	if err != nil {
 		return nil, err
 	}
-	return tracedReserved{tracedExecutor: tracedExecutor{Executor: ex, t: t}, close: ex.Close}, nil
+	traced := tracedReserved{tracedExecutor: tracedExecutor{Executor: ex, t: t}, close: ex.Close}
+	if fc, ok := ex.(driver.FinishClaimer); ok {
+		return tracedFinishClaimer{tracedReserved: traced, fc: fc}, nil
+	}
+	return traced, nil
 }
 
 // tracedPostgres is the Postgres driver with a traced executor; LISTEN/NOTIFY

@@ -414,6 +414,21 @@ type TxBounder interface {
 	BoundsTx() bool
 }
 
+// FinishClaimer is implemented by executors that can end leases and claim
+// jobs in one round trip to the database. The client's claim then carries
+// the outcomes waiting to be written, and a drain costs one round trip and
+// one transaction per batch instead of two. Without it the client writes
+// outcomes and claims jobs in separate calls.
+type FinishClaimer interface {
+	// JobFinishAndClaim is JobFinish(finish) followed by JobClaim(claim),
+	// in one transaction: both take effect or neither does. It returns
+	// JobFinish's IDs and JobClaim's rows. An error means neither took
+	// effect, or, when the connection was lost during the commit, that
+	// both may have: the caller treats the outcomes as it treats a failed
+	// JobFinish.
+	JobFinishAndClaim(ctx context.Context, finish *JobFinishParams, claim *JobClaimParams) ([]int64, []*leasetype.JobRow, error)
+}
+
 // JobFinish ends one lease.
 type JobFinish struct {
 	// ID is the job's.

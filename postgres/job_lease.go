@@ -254,6 +254,15 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	if params.Max < 1 {
 		return nil, nil
 	}
+	rows, err := e.db.Query(ctx, jobClaimSQL, claimArgs(params)...)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
+	}
+	return scanClaimed(rows, params.Max)
+}
+
+// claimArgs are jobClaimSQL's arguments for params.
+func claimArgs(params *driver.JobClaimParams) []any {
 	kinds := make([]string, 0, len(params.KindLeaseTTL))
 	ttls := make([]int64, 0, len(params.KindLeaseTTL))
 	for kind, ttl := range params.KindLeaseTTL {
@@ -267,13 +276,15 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	}
 	// pgx sends a nil slice as NULL, and the claim's filters are written
 	// for arrays: NULL would match nothing.
-	rows, err := e.db.Query(ctx, jobClaimSQL, params.Queue, params.Max, params.Owner,
+	return []any{params.Queue, params.Max, params.Owner,
 		kinds, ttls, params.DefaultLeaseTTL.Milliseconds(), nonNil(params.StuckKinds),
-		nonNil(params.Kinds), nonNil(params.ExcludeKinds), afterPriority, afterTime, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
-	}
-	jobs, err := scanJobs(rows, params.Max)
+		nonNil(params.Kinds), nonNil(params.ExcludeKinds), afterPriority, afterTime, afterID}
+}
+
+// scanClaimed reads the rows of jobClaimSQL, closes them and returns the
+// jobs in claim order.
+func scanClaimed(rows pgx.Rows, limit int) ([]*leasetype.JobRow, error) {
+	jobs, err := scanJobs(rows, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
 	}
@@ -304,8 +315,7 @@ var finishStates = []leasetype.JobState{
 }
 
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
-	n := len(params.Items)
-	if n == 0 {
+	if len(params.Items) == 0 {
 		return []int64{}, nil
 	}
 	if _, inTx := e.db.(pgx.Tx); inTx && params.TxBound > 0 {
@@ -313,12 +323,23 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 			return nil, err
 		}
 	}
+	query, args, err := finishQuery(params)
+	if err != nil {
+		return nil, err
+	}
+	return e.queryIDs(ctx, "finish leases", query, args...)
+}
+
+// finishQuery returns the statement that writes params (jobCompleteSQL when
+// every item is a plain completion, else jobFinishSQL) and its arguments.
+func finishQuery(params *driver.JobFinishParams) (string, []any, error) {
+	n := len(params.Items)
 	if allCompletions(params.Items) {
 		ids, tokens := make([]int64, n), make([]int64, n)
 		for i, it := range params.Items {
 			ids[i], tokens[i] = it.ID, it.Token
 		}
-		return e.queryIDs(ctx, "finish leases", jobCompleteSQL, ids, tokens, params.Owner)
+		return jobCompleteSQL, []any{ids, tokens, params.Owner}, nil
 	}
 	var (
 		ids        = make([]int64, n)
@@ -331,7 +352,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	)
 	for i, it := range params.Items {
 		if !slices.Contains(finishStates, it.State) {
-			return nil, fmt.Errorf("finish leases: job %d: cannot end a lease in state %q", it.ID, it.State)
+			return "", nil, fmt.Errorf("finish leases: job %d: cannot end a lease in state %q", it.ID, it.State)
 		}
 		ids[i], tokens[i] = it.ID, it.Token
 		states[i], outcomes[i] = string(it.State), string(it.Outcome)
@@ -340,7 +361,62 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		}
 		errs[i], countError[i] = it.Error, it.CountError
 	}
-	return e.queryIDs(ctx, "finish leases", jobFinishSQL, ids, tokens, states, outcomes, scheduled, errs, countError, params.Owner)
+	return jobFinishSQL, []any{ids, tokens, states, outcomes, scheduled, errs, countError, params.Owner}, nil
+}
+
+var _ driver.FinishClaimer = (*executor)(nil)
+
+// JobFinishAndClaim sends the outcome statement and the claim as one batch:
+// one round trip, and one implicit transaction (a single Sync in the
+// extended protocol, one multi-statement query in the simple protocol), so
+// the claim's failure rolls the outcomes back too. Inside a caller's
+// transaction the two run one after the other in it.
+func (e *executor) JobFinishAndClaim(ctx context.Context, finish *driver.JobFinishParams, claim *driver.JobClaimParams) ([]int64, []*leasetype.JobRow, error) {
+	if _, inTx := e.db.(pgx.Tx); inTx || len(finish.Items) == 0 || claim.Max < 1 {
+		written, err := e.JobFinish(ctx, finish)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows, err := e.JobClaim(ctx, claim)
+		return written, rows, err
+	}
+	query, args, err := finishQuery(finish)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(query, args...)
+	b.Queue(jobClaimSQL, claimArgs(claim)...)
+	br := e.db.SendBatch(ctx, b)
+	// Close reports the commit: nothing read before it is known to hold.
+	written, rows, err := readFinishAndClaim(br, claim.Max)
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("finish leases and claim jobs: %w", translateError(closeErr))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, rows, nil
+}
+
+// readFinishAndClaim reads the results of JobFinishAndClaim's batch.
+func readFinishAndClaim(br pgx.BatchResults, limit int) ([]int64, []*leasetype.JobRow, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("finish leases: %w", translateError(err))
+	}
+	written, err := scanIDs(rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finish leases: %w", translateError(err))
+	}
+	if rows, err = br.Query(); err != nil {
+		return nil, nil, fmt.Errorf("claim jobs: %w", translateError(err))
+	}
+	claimed, err := scanClaimed(rows, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, claimed, nil
 }
 
 // boundTx runs jobBoundTxSQL with bound, rounded up to a millisecond.

@@ -492,4 +492,56 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 		assertUnchanged(t, exec, "job leased to worker-b", bJob)
 	})
 
+	t.Run("FinishAndClaim", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		fc, ok := exec.(driver.FinishClaimer)
+		if !ok {
+			t.Skip("the executor does not implement driver.FinishClaimer")
+		}
+		mustInsert(t, exec, jobParams("k", "q"), jobParams("k", "q"), jobParams("k", "q"), jobParams("k", "other"))
+		done := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, longTTL))
+		foreign := mustClaimOne(t, exec, claimParams("q", "worker-2", 1, longTTL))
+		stale := *foreign
+		stale.LeaseToken--
+		written, claimed, err := fc.JobFinishAndClaim(t.Context(), &driver.JobFinishParams{
+			Owner: "worker-1",
+			Items: []*driver.JobFinish{completeItem(done), completeItem(foreign), completeItem(&stale)},
+		}, claimParams("q", "worker-1", 5, longTTL))
+		if err != nil {
+			t.Fatalf("JobFinishAndClaim: %v", err)
+		}
+		// Fencing holds: only the lease worker-1 holds with its token ends.
+		assertSameIDs(t, "finished", written, []int64{done.ID})
+		if got := mustGet(t, exec, done.ID); got.State != leasetype.JobStateCompleted {
+			t.Errorf("finished job state = %s, want completed", got.State)
+		}
+		if n := len(mustAttempts(t, exec, done.ID)); n != 1 {
+			t.Errorf("attempt rows of the finished job = %d, want 1", n)
+		}
+		assertUnchanged(t, exec, "job leased to worker-2", foreign)
+		// The claim leased the one claimable job left in q, to worker-1.
+		if len(claimed) != 1 {
+			t.Fatalf("claimed %d jobs, want 1", len(claimed))
+		}
+		c := claimed[0]
+		if c.ID == done.ID || c.ID == foreign.ID || c.Queue != "q" || c.State != leasetype.JobStateRunning || c.LeaseOwner != "worker-1" || c.LeaseUntil == nil {
+			t.Errorf("claimed job %d queue %s state %s owner %q, want another job of q running for worker-1 with a lease", c.ID, c.Queue, c.State, c.LeaseOwner)
+		}
+		if got := mustGet(t, exec, c.ID); got.State != leasetype.JobStateRunning || got.LeaseToken != c.LeaseToken {
+			t.Errorf("claimed job reads back state %s token %d, want running %d", got.State, got.LeaseToken, c.LeaseToken)
+		}
+
+		// Nothing to claim: the outcomes are written all the same.
+		written, claimed, err = fc.JobFinishAndClaim(t.Context(), &driver.JobFinishParams{
+			Owner: "worker-1", Items: []*driver.JobFinish{completeItem(c)},
+		}, claimParams("q", "worker-1", 5, longTTL))
+		if err != nil {
+			t.Fatalf("JobFinishAndClaim on an empty queue: %v", err)
+		}
+		assertSameIDs(t, "finished", written, []int64{c.ID})
+		if len(claimed) != 0 {
+			t.Errorf("claimed %d jobs from an empty queue, want 0", len(claimed))
+		}
+	})
 }
