@@ -95,6 +95,9 @@ func riverBenchConfig(workers int) river.Config {
 //	river-2ms        River's defaults with a 2 ms fetch cooldown
 //	leasehold        our defaults, MaxWorkers sized like River's bench
 //	leasehold-default our defaults, 100 workers
+//	leasehold-nowindow leasehold-default with every insert notifying
+//	                 (postgres.Options.NotifyWindow -1: the behaviour before
+//	                 the window), to measure what the window saves
 func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *hooks) (engine, error) {
 	lhExec, rvExec := poolExec(env.leasehold), poolExec(env.river)
 	lhReset := []string{"TRUNCATE leasehold_job, leasehold_attempt"}
@@ -111,9 +114,9 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			cfg = river.Config{FetchCooldown: 2 * time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}}
 		}
 		return newRiverEngine(name, riverpgxv5.New(env.river), cfg, h, rvExec, rvReset, "ANALYZE river_job")
-	case "leasehold", "leasehold-default", "leasehold-shared":
+	case "leasehold", "leasehold-default", "leasehold-shared", "leasehold-nowindow":
 		cfg := leasehold.Config{LeaseTTL: spec.ttl}
-		if name != "leasehold-default" {
+		if name != "leasehold-default" && name != "leasehold-nowindow" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
 		}
 		if name == "leasehold-shared" {
@@ -122,8 +125,16 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			// the reserve costs or saves.
 			cfg.ReservedConns = -1
 		}
+		var opts postgres.Options
+		if name == "leasehold-nowindow" {
+			opts.NotifyWindow = -1
+		}
+		d, err := postgres.NewWithOptions(env.leasehold, &opts)
+		if err != nil {
+			return nil, err
+		}
 		t := newStmtTrace()
-		e, err := newLeaseholdEngine(name, tracedPostgres{postgres.New(env.leasehold), t}, cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
+		e, err := newLeaseholdEngine(name, tracedPostgres{d, t}, cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
 		if err != nil {
 			return nil, err
 		}
