@@ -55,7 +55,7 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 	var engines []engine
 	for _, n := range names {
 		h := newHooks()
-		e, err := b.engine(n, engineSpec{workers: o.workers}, h)
+		e, err := b.engine(n, engineSpec{workers: o.workers, notifyWindow: o.notifyWindow}, h)
 		if err != nil {
 			return err
 		}

@@ -74,6 +74,9 @@ type engineSpec struct {
 	workers int           // MaxWorkers of leasehold and river (bench settings)
 	ttl     time.Duration // leasehold lease TTL; 0 = default
 	hold    bool          // leasehold: insert held jobs
+	// notifyWindow is the leasehold Postgres driver's NotifyWindow (0: its
+	// default); leasehold-nowindow ignores it.
+	notifyWindow time.Duration
 }
 
 // riverBenchConfig is the configuration of River's own benchmark
@@ -125,7 +128,7 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			// the reserve costs or saves.
 			cfg.ReservedConns = -1
 		}
-		var opts postgres.Options
+		opts := postgres.Options{NotifyWindow: spec.notifyWindow}
 		if name == "leasehold-nowindow" {
 			opts.NotifyWindow = -1
 		}
