@@ -124,7 +124,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 			notices, err = tx.insertManyTx(ctx, jobs, results, s, e.limiter(), tracker)
 			return err
 		})
-		notices.done(err == nil)
+		notices.done(err)
 		return err
 	})
 	if err != nil {
@@ -211,7 +211,7 @@ func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s
 		if !committed {
 			s.unsent()
 		}
-		t.done(committed)
+		t.done(committed, err != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -345,7 +345,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 			n, notices, err = tx.insertFastTx(ctx, jobs, s, e.limiter(), tracker)
 			return err
 		})
-		notices.done(err == nil)
+		notices.done(err)
 		return err
 	})
 	if err != nil {

@@ -178,15 +178,18 @@ func (l *noticeLimiter) allow(queue string, tracker driver.SenderTracker) *notic
 
 // done reports the outcome of the insert allow was asked for: committed is
 // true when the insert committed an available job of the queue (and so, if
-// the ticket notified, its notification went out). A held-back insert that
-// committed leaves a debt; a notification that did not go out gives back the
-// debt it was to pay.
-func (t *noticeTicket) done(committed bool) {
+// the ticket notified, its notification went out), uncertain when it failed
+// in a way that leaves that unknown (a statement or commit whose outcome was
+// not confirmed). A held-back insert that committed, or may have, leaves a
+// debt; a notification that did not go out, or may not have, gives back the
+// debt it was to pay. Either way the doubt costs at most one notification
+// more, never a job left to the poll.
+func (t *noticeTicket) done(committed, uncertain bool) {
 	l := t.lim
-	if l == nil || t.notify && committed {
+	if l == nil {
 		return
 	}
-	if !t.notify && !committed {
+	if t.notify && committed && !uncertain || !t.notify && !committed && !uncertain {
 		return
 	}
 	l.mu.Lock()
@@ -290,9 +293,11 @@ func (n noticesOf) notifying() (notify, tracked []string) {
 	return notify, tracked
 }
 
-// done calls done on every ticket.
-func (n noticesOf) done(committed bool) {
+// done reports the outcome of the transaction that made the tickets' jobs
+// available: err is nil when it committed; any error leaves the outcome
+// uncertain (it may have come from the commit).
+func (n noticesOf) done(err error) {
 	for _, t := range n {
-		t.done(committed)
+		t.done(err == nil, err != nil)
 	}
 }

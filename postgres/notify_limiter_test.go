@@ -55,23 +55,24 @@ func wantNoTrail(t *testing.T, calls <-chan trailCall, within time.Duration) {
 // a notification that did not go out gives its debt back.
 func TestNoticeLimiter(t *testing.T) {
 	t.Parallel()
-	const window = 50 * time.Millisecond
+	const window = 250 * time.Millisecond
 	a, b := newRecordingTracker(), newRecordingTracker()
 
 	t.Run("HeldBackPaidByTrailing", func(t *testing.T) {
 		t.Parallel()
 		l, calls := newTestLimiter(window)
+		start := time.Now()
 		first := l.allow("q", a)
 		if !first.notify || !first.tracked {
 			t.Fatalf("first insert: notify %v tracked %v, want both", first.notify, first.tracked)
 		}
-		first.done(true)
+		first.done(true, false)
 		for range 3 {
 			tk := l.allow("q", a)
-			if tk.notify {
+			if tk.notify && time.Since(start) < window {
 				t.Fatal("an insert inside the window notifies")
 			}
-			tk.done(true)
+			tk.done(true, false)
 		}
 		if other := l.allow("other", a); !other.notify {
 			t.Fatal("another queue's first insert is held back")
@@ -83,29 +84,37 @@ func TestNoticeLimiter(t *testing.T) {
 	t.Run("UncommittedOwesNothing", func(t *testing.T) {
 		t.Parallel()
 		l, calls := newTestLimiter(window)
-		l.allow("q", a).done(true)
-		l.allow("q", a).done(false) // held back, inserted no available job
+		l.allow("q", a).done(true, false)
+		l.allow("q", a).done(false, false) // held back, inserted no available job
 		wantNoTrail(t, calls, 3*window)
+	})
+
+	t.Run("UncertainOwes", func(t *testing.T) {
+		t.Parallel()
+		l, calls := newTestLimiter(window)
+		l.allow("q", a).done(true, false)
+		l.allow("q", a).done(false, true) // held back; its outcome unknown
+		wantTrail(t, calls, "q", a)
 	})
 
 	t.Run("MixedTrackersTellNoOne", func(t *testing.T) {
 		t.Parallel()
 		l, calls := newTestLimiter(window)
-		l.allow("q", a).done(true)
-		l.allow("q", a).done(true)
-		l.allow("q", b).done(true)
+		l.allow("q", a).done(true, false)
+		l.allow("q", a).done(true, false)
+		l.allow("q", b).done(true, false)
 		wantTrail(t, calls, "q", nil)
 
-		l.allow("q", a).done(true) // inside the trailing notification's window
-		l.allow("q", nil).done(true)
+		l.allow("q", a).done(true, false) // inside the trailing notification's window
+		l.allow("q", nil).done(true, false)
 		wantTrail(t, calls, "q", nil)
 	})
 
 	t.Run("NextInsertCarriesTheDebt", func(t *testing.T) {
 		t.Parallel()
 		l, calls := newTestLimiter(window)
-		l.allow("q", a).done(true)
-		l.allow("q", b).done(true) // held back: a debt of b's
+		l.allow("q", a).done(true, false)
+		l.allow("q", b).done(true, false) // held back: a debt of b's
 		time.Sleep(window)
 		// The trailing notification may have gone out already; if not, the
 		// next insert carries b's debt and must not be told to a alone.
@@ -122,19 +131,19 @@ func TestNoticeLimiter(t *testing.T) {
 			if next.tracked {
 				t.Fatal("a notification carrying b's insert is told to a")
 			}
-			next.done(true)
+			next.done(true, false)
 			wantNoTrail(t, calls, 2*window)
 			return
 		}
-		next.done(true)
+		next.done(true, false)
 		wantTrail(t, calls, "q", nil)
 	})
 
 	t.Run("FailedNoticeGivesTheDebtBack", func(t *testing.T) {
 		t.Parallel()
 		l, calls := newTestLimiter(window)
-		l.allow("q", a).done(true)
-		l.allow("q", a).done(true) // held back
+		l.allow("q", a).done(true, false)
+		l.allow("q", a).done(true, false) // held back
 		time.Sleep(window)
 		select {
 		case <-calls: // the trailing notification came first; nothing to test
@@ -145,7 +154,7 @@ func TestNoticeLimiter(t *testing.T) {
 		if !next.notify {
 			t.Skip("the trailing notification is under way")
 		}
-		next.done(false) // its statement failed
+		next.done(false, false) // its statement failed
 		wantTrail(t, calls, "q", a)
 	})
 
@@ -157,7 +166,7 @@ func TestNoticeLimiter(t *testing.T) {
 			if !tk.notify || !tk.tracked {
 				t.Fatal("without a window an insert is held back")
 			}
-			tk.done(true)
+			tk.done(true, false)
 		}
 	})
 }
