@@ -98,6 +98,9 @@ func riverBenchConfig(workers int) river.Config {
 //	river-2ms        River's defaults with a 2 ms fetch cooldown
 //	leasehold        our defaults, MaxWorkers sized like River's bench
 //	leasehold-default our defaults, 100 workers
+//	leasehold-remote leasehold-default with jobs inserted by another client
+//	                 on the same driver (as another process would insert):
+//	                 the working client is woken by the notifications alone
 //	leasehold-nowindow leasehold-default with every insert notifying
 //	                 (postgres.Options.NotifyWindow -1: the behaviour before
 //	                 the window), to measure what the window saves
@@ -117,9 +120,9 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			cfg = river.Config{FetchCooldown: 2 * time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}}
 		}
 		return newRiverEngine(name, riverpgxv5.New(env.river), cfg, h, rvExec, rvReset, "ANALYZE river_job")
-	case "leasehold", "leasehold-default", "leasehold-shared", "leasehold-nowindow":
+	case "leasehold", "leasehold-default", "leasehold-shared", "leasehold-nowindow", "leasehold-remote":
 		cfg := leasehold.Config{LeaseTTL: spec.ttl}
-		if name != "leasehold-default" && name != "leasehold-nowindow" {
+		if name == "leasehold" || name == "leasehold-shared" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
 		}
 		if name == "leasehold-shared" {
@@ -141,7 +144,7 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 		if err != nil {
 			return nil, err
 		}
-		e.hold, e.trace = spec.hold, t
+		e.hold, e.trace, e.remote = spec.hold, t, name == "leasehold-remote"
 		return e, nil
 	}
 	return nil, fmt.Errorf("unknown engine %q", name)
