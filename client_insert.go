@@ -60,7 +60,8 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
 		// Wake before the middleware returns, whatever it returns: the
-		// listener skips this insert's notification (ownNotices).
+		// listener skips this insert's notification (ownNotices), or the
+		// coalesced one that announces it, or hears none for it.
 		if wake {
 			first := map[string]driver.ClaimPosition{}
 			for _, r := range rows {

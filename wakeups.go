@@ -155,7 +155,12 @@ func (c *clientCore) tracking(wake bool) driver.SenderTracker {
 // The driver names the database session that will send an insert's
 // notification before the insert commits (driver.SenderTracker), and
 // notifications carry their sender (driver.InsertNotice), so the listener
-// skips exactly one notification per expected (sender, queue). A
+// skips exactly one notification per expected (sender, queue). A driver
+// that coalesces notifications (Postgres: at most one per queue per
+// postgres.Options.NotifyWindow) names only those that go out, and only
+// those that announce this client's inserts alone, so an expectation always
+// has a notification coming, and a notification announcing another
+// client's job as well wakes the producer. A
 // notification of any other insert on the same session — by another client
 // sharing the driver, or in a transaction of the application's — finds no
 // expectation and wakes the producer as before: expectations are kept per

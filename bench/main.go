@@ -4,7 +4,7 @@
 //
 //	go run . drain       [-jobs 200000] [-rounds 3] [-backend postgres|mysql]
 //	go run . continuous  [-duration 10s] [-rounds 3]
-//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0] [-backend postgres|mysql]
+//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0] [-notify-window 2ms] [-backend postgres|mysql]
 //	go run . heartbeat   [-jobs 10000] [-duration 40s] [-ttl 30s]
 //	go run . sqlite      [-jobs 20000] [-rounds 3]
 //	go run . payments    [-jobs 20000] [-rounds 1] [-pool 20] [-workers 100]
@@ -55,6 +55,7 @@ type options struct {
 	engines      []string
 	workers      int
 	ttl          time.Duration
+	notifyWindow time.Duration
 	retained     int
 	cpuprofile   string
 	memprofile   string
@@ -88,6 +89,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	engines := fs.String("engines", "", "comma-separated engines (default per mode; see setup.go)")
 	fs.IntVar(&o.workers, "workers", 2000, "MaxWorkers of river and leasehold in drain, continuous and sqlite (River's bench uses 2000)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "heartbeat: lease TTL (leasehold default 30s)")
+	fs.DurationVar(&o.notifyWindow, "notify-window", 0, "latency: postgres.Options.NotifyWindow of the leasehold engines but leasehold-nowindow (0: the driver's default, 2ms)")
 	fs.IntVar(&o.retained, "retained", 0, "latency: also measure leasehold with this many finished jobs retained in its table")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here; samples carry an engine label (go tool pprof -tagfocus engine=leasehold)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run here (go tool pprof -sample_index=alloc_space: what the run allocated)")

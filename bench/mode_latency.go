@@ -20,6 +20,8 @@ type latencyResult struct {
 	p50, p90, p99 []float64 // milliseconds
 	insertP50     []float64 // milliseconds the insert call itself took
 	late, jobs    int       // jobs not started within the wait after the last insert, of all
+	notices       int64     // insert notifications the engine sent (Postgres), of all rounds
+	counted       bool      // notices were counted
 }
 
 // latencyWait is how long a round waits after its last insert for the jobs
@@ -53,7 +55,7 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 	var engines []engine
 	for _, n := range names {
 		h := newHooks()
-		e, err := b.engine(n, engineSpec{workers: o.workers}, h)
+		e, err := b.engine(n, engineSpec{workers: o.workers, notifyWindow: o.notifyWindow}, h)
 		if err != nil {
 			return err
 		}
@@ -62,6 +64,13 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 	}
 	dur := orDefault(o.duration, 10*time.Second)
 	rounds := orDefault(o.rounds, 3)
+	var notices *noticeCounter
+	if b.pg != nil {
+		if notices, err = listenNotices(ctx, postgresURL(), o.schemaPrefix); err != nil {
+			return err
+		}
+		defer notices.close()
+	}
 	b.printAbout(out)
 	for _, rate := range o.rates {
 		results := make([]*latencyResult, len(engines))
@@ -71,11 +80,13 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 		for r := range rounds {
 			for i := range engines {
 				k := (i + r) % len(engines)
-				p, late, err := latencyRound(ctx, engines[k], hooksOf[engines[k].name()], rate, dur)
+				p, late, sent, err := latencyRound(ctx, engines[k], hooksOf[engines[k].name()], rate, dur, notices)
 				if err != nil {
 					return fmt.Errorf("%s at %d/s round %d: %w", engines[k].name(), rate, r+1, err)
 				}
 				results[k].add(p, late, max(1, int(float64(rate)*dur.Seconds())))
+				results[k].notices += sent
+				results[k].counted = notices != nil
 			}
 		}
 		fmt.Fprintf(out, "# latency: enqueue (start of the insert call) to handler start, %d jobs/s for %s, %d rounds\n", rate, dur, rounds)
@@ -96,15 +107,17 @@ func (r *latencyResult) add(p [4]float64, late, jobs int) {
 }
 
 // latencyRound returns p50, p90 and p99 of enqueue-to-start and p50 of the
-// insert call, in milliseconds, and how many jobs had not started
-// latencyWait after the last insert.
-func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Duration) ([4]float64, int, error) {
+// insert call, in milliseconds, how many jobs had not started latencyWait
+// after the last insert, and how many insert notifications notices counted
+// from the first insert until the last job started (0 when notices is nil).
+func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Duration, notices *noticeCounter) ([4]float64, int, int64, error) {
 	if err := prepareBacklog(ctx, e, 0); err != nil {
-		return [4]float64{}, 0, err
+		return [4]float64{}, 0, 0, err
 	}
 	var (
 		samples, inserts []time.Duration
 		late             int
+		sent             int64
 		err              error
 	)
 	withLabel(ctx, e.name(), func(ctx context.Context) {
@@ -113,6 +126,7 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 		}
 		sleepCtx(ctx, 300*time.Millisecond) // listeners connected, first polls done
 		h.takeSamples()
+		notices.take(ctx)
 		n := max(1, int(float64(rate)*dur.Seconds()))
 		interval := time.Second / time.Duration(rate)
 		var (
@@ -149,6 +163,7 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 			}
 		}
 		samples = h.takeSamples()
+		sent = notices.take(ctx)
 		if late = max(0, n-len(samples)); late > 0 {
 			// Each late job waited at least since its insert, which was
 			// at or before the wait began.
@@ -161,10 +176,10 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 		err = stopErr
 	}
 	if err != nil {
-		return [4]float64{}, 0, err
+		return [4]float64{}, 0, 0, err
 	}
 	p := percentiles(samples)
-	return [4]float64{p[0], p[1], p[2], percentiles(inserts)[0]}, late, nil
+	return [4]float64{p[0], p[1], p[2], percentiles(inserts)[0]}, late, sent, nil
 }
 
 // percentiles returns p50, p90 and p99 in milliseconds (nearest rank).
@@ -197,6 +212,9 @@ func printLatency(w io.Writer, mode string, all []*latencyResult) {
 		}
 		if len(r.insertP50) > 0 {
 			fmt.Fprintf(&b, "  [insert call p50 %.2f]", median(r.insertP50))
+		}
+		if r.counted {
+			fmt.Fprintf(&b, "  [notifications/job %.3f]", float64(r.notices)/float64(r.jobs))
 		}
 		if r.late > 0 {
 			fmt.Fprintf(&b, "  [did not keep up: %d of %d jobs not started %s after the last insert; percentiles are lower bounds]", r.late, r.jobs, latencyWait)
@@ -264,7 +282,7 @@ func runRetained(ctx context.Context, o *options, env *pgEnv, out io.Writer, dur
 	for _, rate := range o.rates {
 		res := &latencyResult{engine: label}
 		for range rounds {
-			p, late, err := latencyRound(ctx, e, h, rate, dur)
+			p, late, _, err := latencyRound(ctx, e, h, rate, dur, nil)
 			if err != nil {
 				return fmt.Errorf("%s at %d/s: %w", label, rate, err)
 			}

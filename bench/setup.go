@@ -74,6 +74,9 @@ type engineSpec struct {
 	workers int           // MaxWorkers of leasehold and river (bench settings)
 	ttl     time.Duration // leasehold lease TTL; 0 = default
 	hold    bool          // leasehold: insert held jobs
+	// notifyWindow is the leasehold Postgres driver's NotifyWindow (0: its
+	// default); leasehold-nowindow ignores it.
+	notifyWindow time.Duration
 }
 
 // riverBenchConfig is the configuration of River's own benchmark
@@ -95,6 +98,12 @@ func riverBenchConfig(workers int) river.Config {
 //	river-2ms        River's defaults with a 2 ms fetch cooldown
 //	leasehold        our defaults, MaxWorkers sized like River's bench
 //	leasehold-default our defaults, 100 workers
+//	leasehold-remote leasehold-default with jobs inserted by another client
+//	                 on the same driver (as another process would insert):
+//	                 the working client is woken by the notifications alone
+//	leasehold-nowindow leasehold-default with every insert notifying
+//	                 (postgres.Options.NotifyWindow -1: the behaviour before
+//	                 the window), to measure what the window saves
 func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *hooks) (engine, error) {
 	lhExec, rvExec := poolExec(env.leasehold), poolExec(env.river)
 	lhReset := []string{"TRUNCATE leasehold_job, leasehold_attempt"}
@@ -111,9 +120,9 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			cfg = river.Config{FetchCooldown: 2 * time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}}
 		}
 		return newRiverEngine(name, riverpgxv5.New(env.river), cfg, h, rvExec, rvReset, "ANALYZE river_job")
-	case "leasehold", "leasehold-default", "leasehold-shared":
+	case "leasehold", "leasehold-default", "leasehold-shared", "leasehold-nowindow", "leasehold-remote":
 		cfg := leasehold.Config{LeaseTTL: spec.ttl}
-		if name != "leasehold-default" {
+		if name == "leasehold" || name == "leasehold-shared" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
 		}
 		if name == "leasehold-shared" {
@@ -122,12 +131,20 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			// the reserve costs or saves.
 			cfg.ReservedConns = -1
 		}
-		t := newStmtTrace()
-		e, err := newLeaseholdEngine(name, tracedPostgres{postgres.New(env.leasehold), t}, cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
+		opts := postgres.Options{NotifyWindow: spec.notifyWindow}
+		if name == "leasehold-nowindow" {
+			opts.NotifyWindow = -1
+		}
+		d, err := postgres.NewWithOptions(env.leasehold, &opts)
 		if err != nil {
 			return nil, err
 		}
-		e.hold, e.trace = spec.hold, t
+		t := newStmtTrace()
+		e, err := newLeaseholdEngine(name, tracedPostgres{d, t}, cfg, h, lhExec, lhReset, "ANALYZE leasehold_job")
+		if err != nil {
+			return nil, err
+		}
+		e.hold, e.trace, e.remote = spec.hold, t, name == "leasehold-remote"
 		return e, nil
 	}
 	return nil, fmt.Errorf("unknown engine %q", name)

@@ -54,6 +54,11 @@ func TestSmoke(t *testing.T) {
 			},
 		},
 		{
+			name:  "latency-nowindow",
+			args:  []string{"latency", "-rate", "100", "-duration", "1s", "-rounds", "1", "-engines", "leasehold-nowindow"},
+			lines: map[string][]string{"latency@100/s": {"leasehold-nowindow"}},
+		},
+		{
 			args:  []string{"heartbeat", "-jobs", "200", "-duration", "1500ms", "-ttl", "600ms"},
 			lines: map[string][]string{"heartbeat": {"leasehold"}},
 		},

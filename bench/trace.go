@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
@@ -186,4 +189,94 @@ func (d tracedMySQL) GetExecutor() driver.Executor {
 // OpenReserved traces the client's reserved executor.
 func (d tracedMySQL) OpenReserved(ctx context.Context, p *driver.OpenReservedParams) (driver.ReservedExecutor, error) {
 	return traceReserved(ctx, d.Driver, p, d.t)
+}
+
+// noticeCounter counts the insert notifications the bench's own engines send
+// on Postgres (leasehold's channel and River's, in the bench schemas), on a
+// LISTEN connection of its own. Other programs notifying on the same
+// database (tests, say) are left out: a notification counts only when its
+// sender's application_name is one of the bench pools' (prefix-...).
+type noticeCounter struct {
+	conn, lookup *pgx.Conn
+	app          string // application_name prefix of the bench pools
+	cancel       context.CancelFunc
+	done         chan struct{}
+
+	mu    sync.Mutex
+	byPID map[uint32]int64
+	ours  map[uint32]bool // senders looked up so far
+}
+
+// listenNotices starts counting the notifications of the leasehold and
+// River engines of schema prefix prefix.
+func listenNotices(ctx context.Context, url, prefix string) (*noticeCounter, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("notice counter: %w", err)
+	}
+	lookup, err := pgx.Connect(ctx, url)
+	if err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("notice counter: %w", err)
+	}
+	for _, ch := range []string{"leasehold_insert", prefix + "_river.river_insert"} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			conn.Close(ctx)
+			lookup.Close(ctx)
+			return nil, fmt.Errorf("notice counter: listen %s: %w", ch, err)
+		}
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	c := &noticeCounter{conn: conn, lookup: lookup, app: prefix + "-", cancel: cancel, done: make(chan struct{}),
+		byPID: map[uint32]int64{}, ours: map[uint32]bool{}}
+	go func() {
+		defer close(c.done)
+		for {
+			n, err := conn.WaitForNotification(lctx)
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.byPID[n.PID]++
+			c.mu.Unlock()
+		}
+	}()
+	return c, nil
+}
+
+// take returns the bench engines' notifications since the last take.
+func (c *noticeCounter) take(ctx context.Context) int64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	counts := c.byPID
+	c.byPID = map[uint32]int64{}
+	c.mu.Unlock()
+	var n int64
+	for pid, k := range counts {
+		ours, known := c.ours[pid]
+		if !known {
+			var app string
+			err := c.lookup.QueryRow(ctx, "SELECT application_name FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&app)
+			ours = err == nil && strings.HasPrefix(app, c.app)
+			c.ours[pid] = ours
+		}
+		if ours {
+			n += k
+		}
+	}
+	return n
+}
+
+func (c *noticeCounter) close() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	<-c.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.conn.Close(ctx)
+	c.lookup.Close(ctx)
 }

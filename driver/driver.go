@@ -82,7 +82,11 @@ type Executor interface {
 	// the future on the database clock is inserted as scheduled, others as
 	// available. Drivers that implement Notifier notify each queue that got an
 	// available job (delivered at commit), and report to SenderTracker as
-	// SenderTracker documents.
+	// SenderTracker documents. A driver may coalesce the notifications of the
+	// inserts it commits itself (outside a caller's transaction): one
+	// notification, sent after those inserts committed and within a short
+	// window of them, then announces several. Inserts in a caller's
+	// transaction notify at that transaction's commit.
 	JobInsertMany(ctx context.Context, params *JobInsertManyParams) ([]*JobInsertResult, error)
 	// JobInsertFast inserts jobs in bulk (COPY on Postgres) and returns the
 	// count. It does not take jobs with unique keys. Notifications and

@@ -35,6 +35,14 @@ type InsertNotice struct {
 // session back only after reporting the notices that did not go out.
 // Executors of other drivers, and executors inside a caller's transaction,
 // ignore it.
+//
+// A driver that coalesces notifications (one notice announcing several
+// inserts, see Executor.JobInsertMany) tells a tracker only of notices that
+// go out, and only of those that announce the tracker's inserts alone: an
+// insert whose notice was held back is told of nothing, or of the later
+// notice that announces it, from whichever session sends that one; a notice
+// that also announces other inserts is told to no tracker, so that every
+// listener wakes for it.
 type SenderTracker interface {
 	// Sending says that sender will notify queue when the insert commits.
 	// It is called before the commit.

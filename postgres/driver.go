@@ -87,6 +87,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -120,6 +121,9 @@ type Driver struct {
 	// pooler caches whether the pool's connections go through a connection
 	// pooler (behindPooler): 0 not known yet, poolerNo or poolerYes.
 	pooler atomic.Int32
+	// notices coalesces the notifications of the inserts the driver
+	// commits itself (Options.NotifyWindow); nil: every insert notifies.
+	notices *noticeLimiter
 }
 
 // Options configures a driver made by NewWithOptions. The zero value is the
@@ -148,8 +152,21 @@ type Options struct {
 	// clients' jobs by polling (leasehold.Config.PollInterval). Inserts still
 	// send their notifications, for clients whose drivers listen.
 	DisableListen bool
+	// NotifyWindow is the shortest time between two insert notifications of
+	// one queue sent by the inserts this driver commits itself (Insert,
+	// InsertMany and InsertManyFast outside a caller's transaction, for every
+	// client on the driver). Inserts inside it send none; one notification at
+	// its end announces them (carried by the next insert, or sent on its own
+	// when none comes), so listeners hear of every job within about the
+	// window. Inserts in a caller's transaction (InsertTx) each notify at
+	// their commit. Zero: DefaultNotifyWindow (2 ms). Negative: every insert
+	// notifies, as before the window existed. Postgres commits notifying
+	// transactions one at a time, so at high insert rates a window keeps
+	// inserts from queueing behind each other.
+	NotifyWindow time.Duration
 	// Logger receives the driver's logs (one line at Info when the pool is
-	// found to go through a connection pooler); default none.
+	// found to go through a connection pooler, a Warn when a trailing
+	// insert notification fails); default none.
 	Logger *slog.Logger
 }
 
@@ -177,6 +194,11 @@ func NewWithOptions(pool *pgxpool.Pool, opts *Options) (*Driver, error) {
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
+	window := o.NotifyWindow
+	if window == 0 {
+		window = DefaultNotifyWindow
+	}
+	d.notices = newNoticeLimiter(window, d.sendTrailingNotice)
 	if o.Schema != "" {
 		q, err := newQualifier(o.Schema, d.migrations)
 		if err != nil {

@@ -109,18 +109,23 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	if len(jobs) == 0 {
 		return results, nil
 	}
+	tracker := params.SenderTracker
 	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx {
 		var results []*driver.JobInsertResult
-		err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) (err error) {
-			results, err = e.insertAlone(ctx, jobs[0], s)
+		err := e.withSender(ctx, tracker, func(on *executor, s *sender) (err error) {
+			results, err = on.insertAlone(ctx, jobs[0], s, e.limiter(), tracker)
 			return err
 		})
 		return results, err
 	}
-	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
-		return e.inTx(ctx, func(tx *executor) error {
-			return tx.insertManyTx(ctx, jobs, results, s)
+	err := e.withSender(ctx, tracker, func(on *executor, s *sender) error {
+		var notices noticesOf
+		err := on.inTx(ctx, func(tx *executor) (err error) {
+			notices, err = tx.insertManyTx(ctx, jobs, results, s, e.limiter(), tracker)
+			return err
 		})
+		notices.done(err)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -128,10 +133,24 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	return results, nil
 }
 
+// limiter is the driver's notification limiter for the inserts e commits
+// itself: nil (every insert notifies) inside a transaction, whose commit is
+// the caller's, and for a driver without one.
+func (e *executor) limiter() *noticeLimiter {
+	if e.drv == nil {
+		return nil
+	}
+	return e.drv.notices
+}
+
 // insertManyTx is JobInsertMany inside a transaction: rounds of inserts
 // until every job is inserted or resolved to the holder of its unique key,
-// then one notification per queue that got an available job.
-func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender) error {
+// then one notification per queue that got an available job and that lim
+// lets notify. It returns the queues' tickets, for the caller to report the
+// commit's outcome to.
+func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender,
+	lim *noticeLimiter, tracker driver.SenderTracker,
+) (noticesOf, error) {
 	pending := make([]int, len(params))
 	for i := range pending {
 		pending[i] = i
@@ -139,11 +158,11 @@ func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertP
 	var queues []string
 	for round := 0; len(pending) > 0; round++ {
 		if round == maxInsertRounds {
-			return fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
+			return nil, fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
 		}
 		inserted, err := e.insertRound(ctx, jobInsertManySQL, params, pending)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var skipped []int
 		for _, i := range pending {
@@ -158,27 +177,41 @@ func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertP
 			}
 		}
 		if pending, err = e.resolveSkipped(ctx, params, skipped, results); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	s.sending(queues...)
-	return e.notify(ctx, queues)
+	notices := lim.allowAll(queues, tracker)
+	notify, tracked := notices.notifying()
+	s.sending(tracked...)
+	return notices, e.notify(ctx, notify)
 }
 
 // insertAlone inserts one job outside a transaction. Each statement stands
-// alone: the insert (with its notification, jobInsertNotifySQL) is one
-// round trip, and when the job's unique key is held, the holder is read
-// instead; a holder that finished in between lets the insert try again.
-func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s *sender) ([]*driver.JobInsertResult, error) {
+// alone: the insert (with its notification, jobInsertNotifySQL, when lim
+// lets it notify) is one round trip, and when the job's unique key is held,
+// the holder is read instead; a holder that finished in between lets the
+// insert try again.
+func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s *sender,
+	lim *noticeLimiter, tracker driver.SenderTracker,
+) ([]*driver.JobInsertResult, error) {
 	params := []*driver.JobInsertParams{p}
 	results := make([]*driver.JobInsertResult, 1)
 	for range maxInsertRounds {
-		s.sending(p.Queue)
-		inserted, err := e.insertRound(ctx, jobInsertNotifySQL, params, []int{0})
+		query := jobInsertManySQL
+		t := lim.allow(p.Queue, tracker)
+		if t.notify {
+			query = jobInsertNotifySQL
+			if t.tracked {
+				s.sending(p.Queue)
+			}
+		}
+		inserted, err := e.insertRound(ctx, query, params, []int{0})
 		job, ok := inserted[0]
-		if err != nil || !ok || job.State != leasetype.JobStateAvailable {
+		committed := err == nil && ok && job.State == leasetype.JobStateAvailable
+		if !committed {
 			s.unsent()
 		}
+		t.done(committed, err != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -305,12 +338,15 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 		return 0, nil
 	}
 	var n int64
-	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
-		return e.inTx(ctx, func(tx *executor) error {
-			var err error
-			n, err = tx.insertFastTx(ctx, jobs, s)
+	tracker := params.SenderTracker
+	err := e.withSender(ctx, tracker, func(on *executor, s *sender) error {
+		var notices noticesOf
+		err := on.inTx(ctx, func(tx *executor) (err error) {
+			n, notices, err = tx.insertFastTx(ctx, jobs, s, e.limiter(), tracker)
 			return err
 		})
+		notices.done(err)
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -319,14 +355,17 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 }
 
 // insertFastTx is JobInsertFast inside a transaction: one COPY, then one
-// notification per queue that got an available job.
-func (e *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertParams, s *sender) (int64, error) {
+// notification per queue that got an available job and that lim lets
+// notify. It returns the queues' tickets, as insertManyTx.
+func (e *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertParams, s *sender,
+	lim *noticeLimiter, tracker driver.SenderTracker,
+) (int64, noticesOf, error) {
 	// COPY cannot fall back to a column default row by row, so the
 	// default schedule (now) and the state it implies are decided here,
 	// on the database clock read in the same transaction.
 	var now time.Time
 	if err := e.db.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
-		return 0, fmt.Errorf("read database clock: %w", translateError(err))
+		return 0, nil, fmt.Errorf("read database clock: %w", translateError(err))
 	}
 	var queues []string
 	rows := make([][]any, len(params))
@@ -349,10 +388,28 @@ func (e *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertP
 	}
 	n, err := e.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
 	if err != nil {
-		return 0, fmt.Errorf("copy jobs: %w", translateError(err))
+		return 0, nil, fmt.Errorf("copy jobs: %w", translateError(err))
 	}
-	s.sending(queues...)
-	return n, e.notify(ctx, queues)
+	notices := lim.allowAll(queues, tracker)
+	notify, tracked := notices.notifying()
+	s.sending(tracked...)
+	return n, notices, e.notify(ctx, notify)
+}
+
+// sendTrailingNotice notifies queue on the pool, on its own, for inserts the
+// limiter held back (noticeLimiter), telling tracker, when not nil, which
+// session sends it. A failure is logged: listeners then find the jobs at
+// their next poll.
+func (d *Driver) sendTrailingNotice(ctx context.Context, queue string, tracker driver.SenderTracker) {
+	e := &executor{db: d.q.wrap(d.pool), drv: d}
+	err := e.withSender(ctx, tracker, func(on *executor, s *sender) error {
+		s.sending(queue)
+		return on.notify(ctx, []string{queue})
+	})
+	if err != nil {
+		d.logger.Warn("leasehold/postgres: trailing insert notification failed; listeners find the jobs at their next poll",
+			"queue", queue, "error", err)
+	}
 }
 
 // notify wakes the listeners of queues when the transaction commits.
