@@ -87,6 +87,28 @@ func newTestDriver(t *testing.T) *Driver {
 	return d
 }
 
+// newPeerDriver opens d's database again, with a pool of its own, as
+// another process would.
+func newPeerDriver(t *testing.T, d *Driver) *Driver {
+	t.Helper()
+	var name string
+	if err := d.DB().QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatalf("read database name: %v", err)
+	}
+	cfg, err := mysqldriver.ParseDSN(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = name
+	peer, db, err := Open(cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("open database %s again: %v", name, err)
+	}
+	db.SetMaxOpenConns(4)
+	t.Cleanup(func() { db.Close() })
+	return peer
+}
+
 func TestConformance(t *testing.T) {
 	drivertest.Exercise(t, drivertest.Backend[*sql.Tx]{
 		New: func(t *testing.T) driver.Driver[*sql.Tx] { return newTestDriver(t) },
@@ -101,5 +123,6 @@ func TestConformance(t *testing.T) {
 			d.DB().SetMaxOpenConns(conns)
 			return d
 		},
+		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] { return newPeerDriver(t, d.(*Driver)) },
 	})
 }
