@@ -123,6 +123,8 @@ func TestConformance(t *testing.T) {
 			d.DB().SetMaxOpenConns(conns)
 			return d
 		},
-		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] { return newPeerDriver(t, d.(*Driver)) },
+		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] {
+			return newPeerDriver(t, d.(*Driver))
+		},
 	})
 }

@@ -58,7 +58,9 @@ func TestConformance(t *testing.T) {
 			d.DB().SetMaxOpenConns(conns)
 			return d
 		},
-		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] { return newPeerDriver(t, d.(*Driver)) },
+		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] {
+			return newPeerDriver(t, d.(*Driver))
+		},
 		// BeginTx's BEGIN IMMEDIATE takes the single write lock; a
 		// read-only transaction is a plain (deferred) BEGIN.
 		BeginReadTx: func(ctx context.Context, d driver.Driver[*sql.Tx]) (*sql.Tx, error) {
