@@ -18,13 +18,17 @@ import (
 // (migration 6): an insert bumps the one of its connection's slot,
 // CONNECTION_ID() % 16.
 const (
-	wakeupBumpSQL = `INSERT INTO leasehold_wakeup (queue, slot, version, sender) VALUES `
-	wakeupBumpRow = `(?, CONNECTION_ID() % 16, 1, ?)`
-	wakeupBumpEnd = ` ON DUPLICATE KEY UPDATE version = version + 1, sender = VALUES(sender)`
+	wakeupBumpSQL = `INSERT INTO leasehold_wakeup (queue, slot, version, senders) VALUES `
+	wakeupBumpRow = `(?, CONNECTION_ID() % 16, 1, LPAD(?, 19, '0'))`
 )
 
+// wakeupBumpEnd appends the sender to the row's last senders
+// (sqlbackend.WakeSenders of sqlbackend.WakeSenderWidth digits).
+var wakeupBumpEnd = fmt.Sprintf(` ON DUPLICATE KEY UPDATE version = version + 1, senders = RIGHT(CONCAT(senders, VALUES(senders)), %d)`,
+	sqlbackend.WakeSenders*sqlbackend.WakeSenderWidth)
+
 // wakeupReadSQL reads every wake-up row, in primary key order.
-const wakeupReadSQL = `SELECT queue, slot, version, sender FROM leasehold_wakeup ORDER BY queue, slot`
+const wakeupReadSQL = `SELECT queue, slot, version, senders FROM leasehold_wakeup ORDER BY queue, slot`
 
 // wakeupInterval is how often a listener reads the wake-up rows.
 const wakeupInterval = 10 * time.Millisecond
@@ -36,16 +40,17 @@ var _ driver.Notifier = (*Driver)(nil)
 // on the database, until ctx ends (it then returns nil) or reading fails
 // (it returns the error). It holds one connection of the pool for itself,
 // on which it reads the wake-up table every wakeupInterval (10 ms): one
-// statement, a scan of the table's primary key, at most 16 rows per queue. It reports each row whose version moved since the last
-// read. MySQL and MariaDB cannot push a notification, so an idle listener
-// costs 100 such reads a second.
+// statement, a scan of the table's primary key, at most 16 rows per queue.
+// It reports each bump since the last read. MySQL and MariaDB cannot push
+// a notification, so an idle listener costs 100 such reads a second.
 //
-// A notice is a hint: several inserts into a queue's row between two reads
-// make one notice; a notice names its sender (a random identity of the
-// inserting transaction, as told to the insert's driver.SenderTracker) only
-// when it stands for exactly one insert, and names none (0) otherwise. Jobs
-// that become available because their schedule arrives are not inserts and
-// send nothing: clients find them by polling.
+// A notice is a hint, one per insert transaction, naming as its sender the
+// random identity of that transaction, as told to the insert's
+// driver.SenderTracker (0 when the insert had none). A row keeps its last 16
+// senders: more bumps of one row between two reads send one more notice,
+// naming no sender, for the ones it no longer has. Jobs that become
+// available because their schedule arrives are not inserts and send
+// nothing: clients find them by polling.
 func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(driver.InsertNotice)) error {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
@@ -98,7 +103,7 @@ func readWakeups(ctx context.Context, conn *sql.Conn) ([]sqlbackend.WakeRow, err
 	var out []sqlbackend.WakeRow
 	for rows.Next() {
 		var r sqlbackend.WakeRow
-		if err := rows.Scan(&r.Queue, &r.Slot, &r.Version, &r.Sender); err != nil {
+		if err := rows.Scan(&r.Queue, &r.Slot, &r.Version, &r.Senders); err != nil {
 			return nil, fmt.Errorf("read wake-ups: %w", err)
 		}
 		out = append(out, r)

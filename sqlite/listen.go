@@ -11,12 +11,14 @@ import (
 )
 
 // wakeupBumpSQL bumps queue ?1's wake-up row (migration 6) for an insert
-// of available jobs, naming ?2 as its sender.
-const wakeupBumpSQL = `INSERT INTO leasehold_wakeup (queue, version, sender) VALUES (?1, 1, ?2)
-ON CONFLICT (queue) DO UPDATE SET version = version + 1, sender = excluded.sender`
+// of available jobs, appending sender ?2 to the row's last senders
+// (sqlbackend.WakeSenders of sqlbackend.WakeSenderWidth digits).
+var wakeupBumpSQL = fmt.Sprintf(`INSERT INTO leasehold_wakeup (queue, version, senders) VALUES (?1, 1, printf('%%0%dd', ?2))
+ON CONFLICT (queue) DO UPDATE SET version = version + 1, senders = substr(senders || excluded.senders, -%d)`,
+	sqlbackend.WakeSenderWidth, sqlbackend.WakeSenders*sqlbackend.WakeSenderWidth)
 
 // wakeupReadSQL reads every wake-up row.
-const wakeupReadSQL = `SELECT queue, version, sender FROM leasehold_wakeup`
+const wakeupReadSQL = `SELECT queue, version, senders FROM leasehold_wakeup`
 
 // dataVersionSQL reads the connection's data version, which changes when
 // another connection, of this process or another, commits to the file.
@@ -37,11 +39,12 @@ var _ driver.Notifier = (*Driver)(nil)
 // queue, and report each row whose version moved. An idle database costs a
 // listener one pragma per tick and no read of any table.
 //
-// A notice is a hint: several inserts into a queue between two reads make
-// one notice; a notice names its sender (a random identity of the inserting
-// transaction, as told to the insert's driver.SenderTracker) only when it
-// stands for exactly one insert, and names none (0) otherwise. Jobs that
-// become available because their schedule arrives are not inserts and send
+// A notice is a hint, one per insert transaction, naming as its sender the
+// random identity of that transaction, as told to the insert's
+// driver.SenderTracker (0 when the insert had none). A row keeps its last 16
+// senders: more bumps of one row between two reads send one more notice,
+// naming no sender, for the ones it no longer has. Jobs that become
+// available because their schedule arrives are not inserts and send
 // nothing: clients find them by polling.
 func (d *Driver) ListenInserts(ctx context.Context, ready func(), fn func(driver.InsertNotice)) error {
 	conn, err := d.db.Conn(ctx)
@@ -118,7 +121,7 @@ func readWakeups(ctx context.Context, read *sql.Stmt) ([]sqlbackend.WakeRow, err
 	var out []sqlbackend.WakeRow
 	for rows.Next() {
 		var r sqlbackend.WakeRow
-		if err := rows.Scan(&r.Queue, &r.Version, &r.Sender); err != nil {
+		if err := rows.Scan(&r.Queue, &r.Version, &r.Senders); err != nil {
 			return nil, fmt.Errorf("read wake-ups: %w", err)
 		}
 		out = append(out, r)

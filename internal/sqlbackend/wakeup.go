@@ -4,24 +4,33 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 
 	"github.com/leasehold/leasehold/driver"
 )
 
 // Wake-up rows stand in for LISTEN/NOTIFY on the backends that have none
 // (migration 6, leasehold_wakeup): an insert transaction that makes jobs
-// available bumps its queue's row once (version + 1, and who bumped it), and
-// each listening client reads the rows every few milliseconds and turns
-// every row whose version moved into a driver.InsertNotice. The row commits
-// with the jobs, so a bump that can be read names jobs that can be claimed.
+// available bumps its queue's row once (version + 1, and its sender appended
+// to the row's last WakeSenders senders), and each listening client reads
+// the rows every few milliseconds and turns every bump since its last read
+// into a driver.InsertNotice. The row commits with the jobs, so a bump that
+// can be read names jobs that can be claimed.
+
+// WakeSenders is the number of latest senders a wake-up row keeps, each as
+// WakeSenderWidth decimal digits, zero-padded, oldest first.
+const (
+	WakeSenders     = 16
+	WakeSenderWidth = 19
+)
 
 // WakeRow is one wake-up row as read by a listener. Slot is 0 where the
-// backend keeps one row per queue.
+// backend keeps one row per queue. Senders is the row's senders column.
 type WakeRow struct {
 	Queue   string
 	Slot    int64
 	Version int64
-	Sender  int64
+	Senders string
 }
 
 type wakeKey struct {
@@ -29,8 +38,8 @@ type wakeKey struct {
 	slot  int64
 }
 
-// WakeWatch remembers the versions a listener has seen and reports the rows
-// that moved since.
+// WakeWatch remembers the versions a listener has seen and reports the bumps
+// since.
 type WakeWatch struct {
 	seen map[wakeKey]int64
 }
@@ -44,12 +53,13 @@ func (w *WakeWatch) Baseline(rows []WakeRow) {
 	}
 }
 
-// Changes calls fn with one notice per row whose version moved since the
-// last read; rows, the whole table, replace what was seen. A row bumped
-// once names its bumper as the sender. A row bumped several times between
-// two reads names only its last bumper, so its notice names none (Sender
-// 0): a client must not take another's insert for its own, and a notice
-// without a sender wakes every client that works the queue.
+// Changes calls fn with one notice per bump of a row since the last read,
+// naming the bump's sender; rows, the whole table, replace what was seen.
+// A row bumped more often between two reads than it keeps senders
+// (WakeSenders) gets one more notice naming none (Sender 0), for the bumps
+// whose senders it no longer has: a notice without a sender wakes every
+// client that works the queue, and a client must never take another's
+// insert for its own.
 func (w *WakeWatch) Changes(rows []WakeRow, fn func(driver.InsertNotice)) {
 	if w.seen == nil {
 		w.seen = map[wakeKey]int64{}
@@ -63,17 +73,39 @@ func (w *WakeWatch) Changes(rows []WakeRow, fn func(driver.InsertNotice)) {
 			continue
 		}
 		w.seen[k] = r.Version
-		n := driver.InsertNotice{Queue: r.Queue}
-		if r.Version == prev+1 {
-			n.Sender = r.Sender
+		bumps := r.Version - prev
+		if bumps < 0 { // the table was recreated
+			bumps = WakeSenders + 1
 		}
-		fn(n)
+		senders := parseSenders(r.Senders)
+		known := senders[len(senders)-int(min(bumps, int64(len(senders)))):]
+		for _, s := range known {
+			fn(driver.InsertNotice{Queue: r.Queue, Sender: s})
+		}
+		if bumps > int64(len(known)) {
+			fn(driver.InsertNotice{Queue: r.Queue})
+		}
 	}
 	for k := range w.seen {
 		if _, ok := live[k]; !ok {
 			delete(w.seen, k)
 		}
 	}
+}
+
+// parseSenders splits a senders column into its senders, oldest first. A
+// malformed entry reads as 0, which names no sender.
+func parseSenders(col string) []int64 {
+	out := make([]int64, 0, len(col)/WakeSenderWidth)
+	for len(col) >= WakeSenderWidth {
+		n, err := strconv.ParseInt(col[:WakeSenderWidth], 10, 64)
+		if err != nil {
+			n = 0
+		}
+		out = append(out, n)
+		col = col[WakeSenderWidth:]
+	}
+	return out
 }
 
 // WakeSender is the sender of one insert's wake-ups: the identity written

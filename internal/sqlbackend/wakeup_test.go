@@ -1,42 +1,70 @@
 package sqlbackend
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/driver"
 )
 
+// senders formats a senders column, oldest first.
+func senders(ids ...int64) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%0*d", WakeSenderWidth, id)
+	}
+	return b.String()
+}
+
 func TestWakeWatchChanges(t *testing.T) {
 	var w WakeWatch
-	w.Baseline([]WakeRow{{Queue: "a", Version: 3, Sender: 7}})
+	w.Baseline([]WakeRow{{Queue: "a", Version: 3, Senders: senders(5, 6, 7)}})
 	read := func(rows ...WakeRow) []driver.InsertNotice {
 		var got []driver.InsertNotice
 		w.Changes(rows, func(n driver.InsertNotice) { got = append(got, n) })
 		return got
+	}
+	full := make([]int64, WakeSenders)
+	for i := range full {
+		full[i] = int64(100 + i)
 	}
 	steps := []struct {
 		name string
 		rows []WakeRow
 		want []driver.InsertNotice
 	}{
-		{"rows before the listener are not reported", []WakeRow{{Queue: "a", Version: 3, Sender: 7}}, nil},
-		{"one bump names its sender", []WakeRow{{Queue: "a", Version: 4, Sender: 8}}, []driver.InsertNotice{{Queue: "a", Sender: 8}}},
-		{"a new row bumped once names its sender", []WakeRow{{Queue: "a", Version: 4, Sender: 8}, {Queue: "b", Slot: 2, Version: 1, Sender: 9}},
-			[]driver.InsertNotice{{Queue: "b", Sender: 9}}},
-		{"two bumps between reads name no sender", []WakeRow{{Queue: "a", Version: 6, Sender: 8}, {Queue: "b", Slot: 2, Version: 1, Sender: 9}},
-			[]driver.InsertNotice{{Queue: "a"}}},
-		{"each slot of a queue is its own row", []WakeRow{{Queue: "a", Version: 6, Sender: 8}, {Queue: "b", Slot: 2, Version: 2, Sender: 5}, {Queue: "b", Slot: 3, Version: 1, Sender: 6}},
-			[]driver.InsertNotice{{Queue: "b", Sender: 5}, {Queue: "b", Sender: 6}}},
-		{"a row gone is forgotten", []WakeRow{{Queue: "a", Version: 6, Sender: 8}}, nil},
-		{"a row that comes back counts from zero", []WakeRow{{Queue: "a", Version: 6, Sender: 8}, {Queue: "b", Slot: 2, Version: 1, Sender: 4}},
-			[]driver.InsertNotice{{Queue: "b", Sender: 4}}},
+		{"rows before the listener are not reported", []WakeRow{{Queue: "a", Version: 3, Senders: senders(5, 6, 7)}}, nil},
+		{"one bump names its sender", []WakeRow{{Queue: "a", Version: 4, Senders: senders(5, 6, 7, 8)}},
+			[]driver.InsertNotice{{Queue: "a", Sender: 8}}},
+		{"a new row's bumps name their senders", []WakeRow{{Queue: "a", Version: 4, Senders: senders(5, 6, 7, 8)}, {Queue: "b", Slot: 2, Version: 2, Senders: senders(9, 0)}},
+			[]driver.InsertNotice{{Queue: "b", Sender: 9}, {Queue: "b"}}},
+		{"two bumps between reads name both senders", []WakeRow{{Queue: "a", Version: 6, Senders: senders(5, 6, 7, 8, 10, 11)}, {Queue: "b", Slot: 2, Version: 2, Senders: senders(9, 0)}},
+			[]driver.InsertNotice{{Queue: "a", Sender: 10}, {Queue: "a", Sender: 11}}},
+		{"more bumps than senders kept add one notice without a sender", []WakeRow{{Queue: "a", Version: 6 + WakeSenders + 2, Senders: senders(full...)}},
+			append(notices("a", full), driver.InsertNotice{Queue: "a"})},
+		{"each slot of a queue is its own row", []WakeRow{{Queue: "a", Version: 6 + WakeSenders + 2, Senders: senders(full...)}, {Queue: "b", Slot: 2, Version: 1, Senders: senders(4)}, {Queue: "b", Slot: 3, Version: 1, Senders: senders(6)}},
+			[]driver.InsertNotice{{Queue: "b", Sender: 4}, {Queue: "b", Sender: 6}}},
+		{"a row gone is forgotten", []WakeRow{{Queue: "b", Slot: 2, Version: 1, Senders: senders(4)}}, nil},
+		{"a row that comes back counts from zero", []WakeRow{{Queue: "a", Version: 1, Senders: senders(3)}, {Queue: "b", Slot: 2, Version: 1, Senders: senders(4)}},
+			[]driver.InsertNotice{{Queue: "a", Sender: 3}}},
+		{"a version that went back names no sender it cannot know", []WakeRow{{Queue: "a", Version: 1, Senders: senders(3)}, {Queue: "b", Slot: 2, Version: 0, Senders: ""}},
+			[]driver.InsertNotice{{Queue: "b"}}},
 	}
 	for _, s := range steps {
 		if got := read(s.rows...); !slices.Equal(got, s.want) {
 			t.Fatalf("%s: notices %+v, want %+v", s.name, got, s.want)
 		}
 	}
+}
+
+func notices(queue string, ids []int64) []driver.InsertNotice {
+	out := make([]driver.InsertNotice, len(ids))
+	for i, id := range ids {
+		out[i] = driver.InsertNotice{Queue: queue, Sender: id}
+	}
+	return out
 }
 
 type countingTracker struct{ balance map[int64]int }
