@@ -57,8 +57,9 @@ func newTestDB(t *testing.T) (*Driver, *sql.DB) {
 	}
 	// Many tests run at once; keep each one's share of max_connections
 	// small. Each working client pins DefaultReservedConns of them for its
-	// lease machinery: the drain runs 8 clients.
-	db.SetMaxOpenConns(8 + 8*DefaultReservedConns)
+	// lease machinery and one for its wake-up listener: the drain runs 8
+	// clients.
+	db.SetMaxOpenConns(8 + 8*(DefaultReservedConns+1))
 	t.Cleanup(func() {
 		db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
