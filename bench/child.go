@@ -56,6 +56,10 @@ func runInsertChild(ctx context.Context, spec string, in io.Reader, out io.Write
 		return fmt.Errorf("insert child: %w", err)
 	}
 	defer db.Close()
+	// A process of its own with an ordinary pool: the benchmark's pools are
+	// uncapped, and two uncapped pools on a slow server can exhaust its
+	// max_connections between them.
+	db.SetMaxOpenConns(32)
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
