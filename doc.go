@@ -335,10 +335,15 @@ until it ends, whatever is reserved.
 
 Package postgres uses pgx v5 and wakes workers with LISTEN/NOTIFY (polling
 remains the fallback). Package sqlite uses the pure-Go modernc.org/sqlite in
-WAL mode with synchronous=FULL and a busy timeout; clients in the same
-process are woken on insert, others poll. Package mysql serves MySQL 8 and
-MariaDB 10.6+ (claims with SELECT ... FOR UPDATE SKIP LOCKED in a short
-transaction, since neither has UPDATE ... RETURNING), polling for new jobs.
+WAL mode with synchronous=FULL and a busy timeout. Package mysql serves MySQL
+8 and MariaDB 10.6+ (claims with SELECT ... FOR UPDATE SKIP LOCKED in a short
+transaction, since neither has UPDATE ... RETURNING). Neither SQLite nor MySQL
+can push a notification: an insert there bumps a wake-up row of its queue in
+its own transaction, and each listening client reads those rows every few
+milliseconds (on SQLite only when PRAGMA data_version says another
+connection committed), so jobs inserted by another process start within
+milliseconds too. On every backend, jobs that become available because their
+schedule arrives are found by polling (Config.PollInterval).
 All three pass the conformance suite in package driver/drivertest. Migrations are numbered SQL files in each
 backend's migrations folder, applied with package migrate or your own tool.
 

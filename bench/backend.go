@@ -7,7 +7,8 @@ import (
 )
 
 // backend is the database the drain and latency modes run on: Postgres (the
-// default) or MySQL/MariaDB (-backend mysql).
+// default) or MySQL/MariaDB (-backend mysql); the latency mode also on
+// SQLite (-backend sqlite).
 type backend struct {
 	name string
 	// line prefixes the mode column of the result lines ("mysql-drain"), so
@@ -50,15 +51,17 @@ func openBackend(ctx context.Context, o *options) (*backend, error) {
 		return &backend{
 			name: "mysql", line: "mysql-", server: mysqlServer, about: env.about(), drainJobs: 50_000,
 			drainEngines:   []string{"raw", "leasehold"},
-			latencyEngines: []string{"leasehold-default", "leasehold-remote"},
+			latencyEngines: []string{"leasehold-default", "leasehold-remote", "leasehold-xproc"},
 			engine: func(name string, spec engineSpec, h *hooks) (engine, error) {
 				return mysqlEngine(env, name, spec, h)
 			},
 			after: func(w io.Writer) { fmt.Fprintln(w, env.pools()) },
 			close: env.close,
 		}, nil
+	case "sqlite":
+		return sqliteLatencyBackend(ctx, o)
 	}
-	return nil, fmt.Errorf("unknown -backend %q (postgres or mysql)", o.backend)
+	return nil, fmt.Errorf("unknown -backend %q (postgres, mysql, or sqlite for latency)", o.backend)
 }
 
 // printAbout prints the backend's comment lines on the server.

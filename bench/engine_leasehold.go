@@ -28,6 +28,9 @@ type leaseholdEngine[TTx any] struct {
 	// process would: the running client is not woken locally, only by the
 	// driver's notifications or its next poll.
 	remote bool
+	// insertVia, when set, inserts single jobs instead: through another
+	// process (leasehold-xproc).
+	insertVia func(ctx context.Context, a benchArgs) error
 
 	inserter *leasehold.Client[TTx]
 	client   atomic.Pointer[leasehold.Client[TTx]]
@@ -97,6 +100,9 @@ func (e *leaseholdEngine[TTx]) insert(ctx context.Context, n int) error {
 }
 
 func (e *leaseholdEngine[TTx]) insertOne(ctx context.Context, a benchArgs) error {
+	if e.insertVia != nil {
+		return e.insertVia(ctx, a)
+	}
 	c := e.insertClient()
 	if e.remote {
 		c = e.inserter

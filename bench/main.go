@@ -4,7 +4,7 @@
 //
 //	go run . drain       [-jobs 200000] [-rounds 3] [-backend postgres|mysql]
 //	go run . continuous  [-duration 10s] [-rounds 3]
-//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0] [-notify-window 2ms] [-backend postgres|mysql]
+//	go run . latency     [-rate 100,1000] [-duration 10s] [-rounds 3] [-retained 0] [-notify-window 2ms] [-backend postgres|mysql|sqlite]
 //	go run . heartbeat   [-jobs 10000] [-duration 40s] [-ttl 30s]
 //	go run . sqlite      [-jobs 20000] [-rounds 3]
 //	go run . payments    [-jobs 20000] [-rounds 1] [-pool 20] [-workers 100]
@@ -19,7 +19,13 @@
 // (leasehold_bench_raw, leasehold_bench_leasehold), never the test database.
 // River has no MySQL driver, so there the engines are raw and leasehold
 // (drain, default 50,000 jobs) and leasehold-default and leasehold-remote
-// (latency).
+// (latency), and leasehold-xproc (latency: jobs inserted by a child process
+// of this binary with a pool of its own, woken across processes by the
+// driver's wake-up rows).
+//
+// With -backend sqlite, latency runs leasehold-default, leasehold-remote and
+// leasehold-xproc on one database file in -sqlite-dir (default a temporary
+// directory).
 //
 // Every mode prints one line per engine; see BENCHMARKS.md at the
 // repository root.
@@ -39,6 +45,13 @@ import (
 )
 
 func main() {
+	if spec := os.Getenv(childEnv); spec != "" {
+		if err := runInsertChild(context.Background(), spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -95,10 +108,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run here (go tool pprof -sample_index=alloc_space: what the run allocated)")
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "sqlite: directory for the database files (default a temporary directory)")
 	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river; MySQL databases leasehold_<prefix>_raw and leasehold_<prefix>_leasehold")
-	fs.StringVar(&o.backend, "backend", "postgres", "drain and latency: postgres, or mysql (MySQL/MariaDB at LEASEHOLD_TEST_MYSQL_URL; engines raw and leasehold, River has no MySQL driver)")
+	fs.StringVar(&o.backend, "backend", "postgres", "drain and latency: postgres, or mysql (MySQL/MariaDB at LEASEHOLD_TEST_MYSQL_URL; engines raw and leasehold, River has no MySQL driver); latency also sqlite")
 	fs.IntVar(&o.pool, "pool", 0, "payments: connections in every engine's pool (20); leasehold also opens its 3 reserved connections (Config.ReservedConns)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if o.backend == "sqlite" && o.mode != "latency" {
+		return fmt.Errorf("-backend sqlite: only the latency mode (the sqlite mode drains on SQLite)")
 	}
 	if o.backend != "postgres" && o.mode != "drain" && o.mode != "latency" {
 		return fmt.Errorf("-backend %s: only the drain and latency modes run on another backend than postgres", o.backend)

@@ -35,9 +35,11 @@ const latencyWait = 10 * time.Second
 // from the start of the insert call to the start of the handler. Each
 // engine runs its default configuration; River also with a 2 ms fetch
 // cooldown. The raw loop is not measured: it has no wake-up, so its latency
-// is its poll interval. On MySQL (no River) leasehold runs twice: woken by
-// its own inserts, and with jobs inserted by another client, which it finds
-// at its next poll. The statement traces of the traced engines follow.
+// is its poll interval. On MySQL and SQLite (no River here) leasehold runs
+// three times: woken by its own inserts, by another client's in the same
+// process, and by a child process's (leasehold-xproc), which reach it
+// through the driver's wake-up rows. The statement traces of the traced
+// engines follow.
 func runLatency(ctx context.Context, o *options, out io.Writer) error {
 	b, err := openBackend(ctx, o)
 	if err != nil {

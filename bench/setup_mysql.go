@@ -76,6 +76,7 @@ const mysqlAnalyze = "ANALYZE TABLE leasehold_job"
 // settings; database/sql's pool with no cap on open connections, 16 idle).
 type mysqlDB struct {
 	name string
+	dsn  string
 	drv  *mysql.Driver
 	db   *sql.DB
 }
@@ -86,6 +87,7 @@ type mysqlEnv struct {
 	server         string   // "MariaDB 10.11.19-MariaDB-0+deb12u1 at tcp(127.0.0.1:3306)"
 	settings       []string // name=value of the server settings that matter here
 
+	children  []*childInserter // of leasehold-xproc, ended at close
 	stopWatch func()
 	peakMu    sync.Mutex
 	peak      map[string]int // connections in use at once, at most, per database
@@ -120,7 +122,7 @@ func setupMySQL(ctx context.Context, prefix string) (*mysqlEnv, error) {
 			env.close()
 			return nil, fmt.Errorf("open database %s: %w", name, err)
 		}
-		m := &mysqlDB{name: name, drv: drv, db: db}
+		m := &mysqlDB{name: name, dsn: c.FormatDSN(), drv: drv, db: db}
 		if suffix == "raw" {
 			env.raw = m
 		} else {
@@ -204,6 +206,9 @@ func (env *mysqlEnv) describe(ctx context.Context, db *sql.DB, cfg *mysqldriver.
 }
 
 func (env *mysqlEnv) close() {
+	for _, c := range env.children {
+		c.close() //nolint:errcheck // its inserts were answered or failed the run
+	}
 	if env.stopWatch != nil {
 		env.stopWatch()
 	}
@@ -237,8 +242,10 @@ func (env *mysqlEnv) pools() string {
 //	leasehold         our defaults, MaxWorkers sized like the Postgres drain
 //	leasehold-default our defaults, 100 workers
 //	leasehold-remote  our defaults, 100 workers, with jobs inserted by
-//	                  another client (as from another process): MySQL cannot
-//	                  push a wake-up, so they wait for the next poll
+//	                  another client of the same driver in this process
+//	leasehold-xproc   our defaults, 100 workers, with jobs inserted by a
+//	                  child process of this binary with a pool of its own:
+//	                  the wake-up rows (migration 6) wake the client
 func mysqlEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine, error) {
 	e, err := newMySQLEngine(env, name, spec, h)
 	if err != nil {
@@ -255,7 +262,7 @@ func newMySQLEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engi
 			return nil, err
 		}
 		return &rawEngine{ops: mysqlRaw{env.raw.db}, inserter: ins, loops: 4, batch: 1000}, nil
-	case "leasehold", "leasehold-default", "leasehold-remote":
+	case "leasehold", "leasehold-default", "leasehold-remote", "leasehold-xproc":
 		cfg := leasehold.Config{LeaseTTL: spec.ttl}
 		if name == "leasehold" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
@@ -266,11 +273,19 @@ func newMySQLEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engi
 			return nil, err
 		}
 		e.hold, e.trace, e.remote = spec.hold, t, name == "leasehold-remote"
+		if name == "leasehold-xproc" {
+			child, err := startInsertChild("mysql " + env.leasehold.dsn)
+			if err != nil {
+				return nil, err
+			}
+			env.children = append(env.children, child)
+			e.insertVia = child.insert
+		}
 		return e, nil
 	case "river", "river-default", "river-2ms":
 		return nil, errNoRiverMySQL
 	}
-	return nil, fmt.Errorf("unknown engine %q on -backend mysql (raw, leasehold, leasehold-default, leasehold-remote)", name)
+	return nil, fmt.Errorf("unknown engine %q on -backend mysql (raw, leasehold, leasehold-default, leasehold-remote, leasehold-xproc)", name)
 }
 
 // dropMySQLDatabases drops the databases of prefix (the smoke test's).

@@ -81,7 +81,12 @@ func TestSmoke(t *testing.T) {
 		{
 			name:  "latency-mysql",
 			args:  []string{"latency", "-backend", "mysql", "-rate", "100", "-duration", "1s", "-rounds", "1"},
-			lines: map[string][]string{"mysql-latency@100/s": {"leasehold-default", "leasehold-remote"}},
+			lines: map[string][]string{"mysql-latency@100/s": {"leasehold-default", "leasehold-remote", "leasehold-xproc"}},
+		},
+		{
+			name:  "latency-sqlite",
+			args:  []string{"latency", "-backend", "sqlite", "-rate", "100", "-duration", "1s", "-rounds", "1"},
+			lines: map[string][]string{"sqlite-latency@100/s": {"leasehold-default", "leasehold-remote", "leasehold-xproc"}},
 		},
 	}
 	for _, c := range cases {

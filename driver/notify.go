@@ -2,8 +2,9 @@ package driver
 
 import "context"
 
-// Notifier is implemented by drivers whose database can push a wake-up when
-// jobs become available (LISTEN/NOTIFY on Postgres). It is a hint: the client
+// Notifier is implemented by drivers that can wake clients when jobs are
+// inserted by another process (LISTEN/NOTIFY on Postgres; wake-up rows read
+// every few milliseconds on MySQL and SQLite). It is a hint: the client
 // polls as well.
 type Notifier interface {
 	// ListenInserts calls fn with a notice whenever jobs are inserted as
@@ -19,7 +20,8 @@ type InsertNotice struct {
 	// Queue is the queue that got available jobs.
 	Queue string
 	// Sender identifies the database session whose commit sent the notice
-	// (the backend process ID on Postgres), 0 when the driver cannot tell.
+	// (the backend process ID on Postgres; on MySQL and SQLite a random
+	// identity of the inserting transaction), 0 when the driver cannot tell.
 	// It is the identity a SenderTracker was given for the same insert.
 	Sender int64
 }

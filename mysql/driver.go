@@ -18,13 +18,27 @@
 //
 // A working client pins DefaultReservedConns (2) connections of the *sql.DB
 // from Start to Stop for its lease machinery (OpenReserved): claims,
-// renewals, outcome writes, expiries, the cancellation poll. They count
-// against SetMaxOpenConns: set it to the handlers that hold a transaction at
-// once, plus the application's own use, plus these.
+// renewals, outcome writes, expiries, the cancellation poll; and one for its
+// wake-up listener (ListenInserts). They count against SetMaxOpenConns: set
+// it to the handlers that hold a transaction at once, plus the
+// application's own use, plus these three.
 //
-// MySQL and MariaDB cannot push notifications, so the driver does not
-// implement driver.Notifier: clients poll (Config.PollInterval) and wake
-// themselves after inserting in process.
+// MySQL and MariaDB cannot push notifications; the driver implements
+// driver.Notifier with wake-up rows instead (migration 6, leasehold_wakeup).
+// A transaction that inserts available jobs into a queue, or resumes it,
+// bumps one row of the queue once, whatever the number of jobs: one more
+// INSERT ... ON DUPLICATE KEY UPDATE round trip per insert transaction. The
+// row is the queue's slot CONNECTION_ID() % 16, and its lock is held until
+// the insert commits, so concurrent inserts into one queue wait for each
+// other only when their connections share a slot. A listening client pins
+// one connection and reads the whole table (at most 16 rows per queue, by
+// primary key) every 10 ms: 100 small reads a second per idle client. It
+// wakes the queues whose rows moved, so jobs inserted by another process
+// start within milliseconds instead of at the next poll. Each notice names
+// the inserting transaction (driver.SenderTracker), so a client skips its
+// own inserts, which it woke itself already. Jobs that become available
+// because their schedule arrives are not inserts: they are found by the
+// poll (leasehold.Config.PollInterval), as on every backend.
 //
 // # What the server and the connection need
 //

@@ -57,8 +57,9 @@ func newTestDB(t *testing.T) (*Driver, *sql.DB) {
 	}
 	// Many tests run at once; keep each one's share of max_connections
 	// small. Each working client pins DefaultReservedConns of them for its
-	// lease machinery: the drain runs 8 clients.
-	db.SetMaxOpenConns(8 + 8*DefaultReservedConns)
+	// lease machinery and one for its wake-up listener: the drain runs 8
+	// clients.
+	db.SetMaxOpenConns(8 + 8*(DefaultReservedConns+1))
 	t.Cleanup(func() {
 		db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,6 +88,28 @@ func newTestDriver(t *testing.T) *Driver {
 	return d
 }
 
+// newPeerDriver opens d's database again, with a pool of its own, as
+// another process would.
+func newPeerDriver(t *testing.T, d *Driver) *Driver {
+	t.Helper()
+	var name string
+	if err := d.DB().QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatalf("read database name: %v", err)
+	}
+	cfg, err := mysqldriver.ParseDSN(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = name
+	peer, db, err := Open(cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("open database %s again: %v", name, err)
+	}
+	db.SetMaxOpenConns(4)
+	t.Cleanup(func() { db.Close() })
+	return peer
+}
+
 func TestConformance(t *testing.T) {
 	drivertest.Exercise(t, drivertest.Backend[*sql.Tx]{
 		New: func(t *testing.T) driver.Driver[*sql.Tx] { return newTestDriver(t) },
@@ -100,6 +123,9 @@ func TestConformance(t *testing.T) {
 			d := newTestDriver(t)
 			d.DB().SetMaxOpenConns(conns)
 			return d
+		},
+		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] {
+			return newPeerDriver(t, d.(*Driver))
 		},
 	})
 }

@@ -74,7 +74,9 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		return []*driver.JobInsertResult{}, nil
 	}
 	var out []*driver.JobInsertResult
+	wake := e.wakeSender(params.SenderTracker)
 	err := e.write(ctx, func(q querier) error {
+		wake.Unsent() // of an attempt rolled back as a deadlock victim
 		out = make([]*driver.JobInsertResult, len(params.Jobs))
 		var ids []int64
 		for i, p := range params.Jobs {
@@ -96,6 +98,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		if err != nil {
 			return fmt.Errorf("read inserted jobs: %w", err)
 		}
+		var queues []string // that got available jobs, to wake
 		for _, r := range out {
 			if r.UniqueSkipped {
 				continue
@@ -105,10 +108,14 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 				return fmt.Errorf("read inserted jobs: job %d missing", r.Job.ID)
 			}
 			r.Job = job
+			if job.State == leasetype.JobStateAvailable {
+				queues = sqlbackend.AddQueue(queues, job.Queue)
+			}
 		}
-		return nil
+		return wakeQueues(ctx, q, wake, queues)
 	})
 	if err != nil {
+		wake.Unsent()
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	return out, nil
@@ -155,7 +162,9 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 		return 0, nil
 	}
 	var n int64
+	wake := e.wakeSender(params.SenderTracker)
 	err := e.write(ctx, func(q querier) error {
+		wake.Unsent() // of an attempt rolled back as a deadlock victim
 		n = 0
 		for start := 0; start < len(params.Jobs); {
 			var (
@@ -189,9 +198,14 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 			n += rows
 			start = end
 		}
-		return nil
+		queues, err := availableQueues(ctx, q, params.Jobs)
+		if err != nil {
+			return err
+		}
+		return wakeQueues(ctx, q, wake, queues)
 	})
 	if err != nil {
+		wake.Unsent()
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
 	return int(n), nil

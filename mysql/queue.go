@@ -19,7 +19,8 @@ ON DUPLICATE KEY UPDATE
 	queueListSQL = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
 )
 
-// QueueSetPaused pauses or resumes a queue in one upsert.
+// QueueSetPaused pauses or resumes a queue in one upsert; a resume then
+// bumps the queue's wake-up row, so that listening clients claim at once.
 func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	q, err := e.read()
 	if err != nil {
@@ -27,6 +28,14 @@ func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPa
 	}
 	if _, err := q.ExecContext(ctx, queueSetPausedSQL, params.Name, params.Paused, params.Paused); err != nil {
 		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, translateError(err))
+	}
+	if params.Paused {
+		return nil
+	}
+	// A resume wakes the listening clients, as on Postgres: on the pool
+	// just after the resume commits, in a transaction with it.
+	if err := wakeQueues(ctx, q, nil, []string{params.Name}); err != nil {
+		return fmt.Errorf("resume queue %s: %w", params.Name, translateError(err))
 	}
 	return nil
 }

@@ -50,6 +50,10 @@ func TestConformance(t *testing.T) {
 		NewSized: func(t *testing.T, conns int) driver.Driver[pgx.Tx] {
 			return resized(t, newTestDriver(t), conns)
 		},
+		// A pool of its own on the same schema, as another process has.
+		NewPeer: func(t *testing.T, d driver.Driver[pgx.Tx]) driver.Driver[pgx.Tx] {
+			return resized(t, d.(*Driver), 4)
+		},
 	})
 }
 

@@ -10,15 +10,29 @@
 // busy_timeout.
 //
 // A working client pins DefaultReservedConns (2) connections of the *sql.DB
-// from Start to Stop for its lease machinery (OpenReserved), so that handlers
+// from Start to Stop for its lease machinery (OpenReserved), and one for its
+// wake-up listener (ListenInserts), so that handlers
 // holding the others, idle or in read transactions, cannot delay a renewal;
 // they count against SetMaxOpenConns. A handler holding a write transaction
 // holds the single write lock, and every writer, renewals included, waits
 // for it: keep handlers' write transactions short.
 //
-// SQLite cannot push notifications, so the driver does not implement
-// driver.Notifier: the client polls, and wakes itself after inserting in
-// process.
+// SQLite cannot push notifications; the driver implements driver.Notifier
+// with wake-up rows instead (migration 6, leasehold_wakeup, one row per
+// queue). A write transaction that inserts available jobs into a queue, or
+// resumes it, bumps the queue's row once, whatever the number of jobs: one
+// upsert of a row of a few hundred bytes more per insert transaction, under
+// the write lock it holds anyway. A listening client (ListenInserts) pins
+// one more connection of the pool and reads PRAGMA data_version on it every
+// 5 ms, which changes only when another connection commits: an idle client
+// on an idle database reads 200 pragmas a second and no table. When anyone
+// has committed since, it also reads the wake-up table (one row per queue)
+// and wakes the queues whose row moved, so jobs inserted by another process
+// start within milliseconds instead of at the next poll. Each notice names
+// the inserting transaction (driver.SenderTracker), so a client skips its
+// own inserts, which it woke itself already. Jobs that become available
+// because their schedule arrives are not inserts: they are found by the
+// poll (leasehold.Config.PollInterval), as on every backend.
 //
 // Times are stored as INTEGER microseconds since the Unix epoch and are
 // computed by SQL on the database clock (the clock of the process running

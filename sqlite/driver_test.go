@@ -27,6 +27,23 @@ func newTestDriver(t *testing.T) *Driver {
 	return d
 }
 
+// newPeerDriver opens d's database file again, with a pool of its own, as
+// another process would.
+func newPeerDriver(t *testing.T, d *Driver) *Driver {
+	t.Helper()
+	var seq int
+	var name, path string
+	if err := d.DB().QueryRowContext(t.Context(), "PRAGMA database_list").Scan(&seq, &name, &path); err != nil {
+		t.Fatalf("read database path: %v", err)
+	}
+	peer, db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return peer
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	drivertest.Exercise(t, drivertest.Backend[*sql.Tx]{
@@ -40,6 +57,9 @@ func TestConformance(t *testing.T) {
 			d := newTestDriver(t)
 			d.DB().SetMaxOpenConns(conns)
 			return d
+		},
+		NewPeer: func(t *testing.T, d driver.Driver[*sql.Tx]) driver.Driver[*sql.Tx] {
+			return newPeerDriver(t, d.(*Driver))
 		},
 		// BeginTx's BEGIN IMMEDIATE takes the single write lock; a
 		// read-only transaction is a plain (deferred) BEGIN.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlbackend"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // heldKeyPredicate is the predicate of the partial unique index on
@@ -73,8 +75,10 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		return []*driver.JobInsertResult{}, nil
 	}
 	out := make([]*driver.JobInsertResult, 0, len(params.Jobs))
+	wake := e.wakeSender(params.SenderTracker)
 	err := e.write(ctx, func(q querier) error {
 		out = out[:0]
+		var queues []string // that got available jobs, to wake
 		var now int64
 		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
@@ -87,6 +91,9 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 			job, err := scanJob(row)
 			if err == nil {
 				out = append(out, &driver.JobInsertResult{Job: job})
+				if job.State == leasetype.JobStateAvailable {
+					queues = sqlbackend.AddQueue(queues, job.Queue)
+				}
 				continue
 			}
 			if !isNoRows(err) || p.UniqueKey == "" {
@@ -98,9 +105,10 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 			}
 			out = append(out, &driver.JobInsertResult{Job: existing, UniqueSkipped: true})
 		}
-		return nil
+		return wakeQueues(ctx, q, wake, queues)
 	})
 	if err != nil {
+		wake.Unsent()
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	return out, nil
@@ -143,6 +151,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 		return 0, fmt.Errorf("insert jobs: encode: %w", err)
 	}
 	var n int64
+	wake := e.wakeSender(params.SenderTracker)
 	err = e.write(ctx, func(q querier) error {
 		var now int64
 		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
@@ -152,10 +161,19 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		var queues []string // that got available jobs (jobInsertFastSQL's rule), to wake
+		for _, j := range jobs {
+			if at, ok := j.ScheduledAt.(int64); !ok || at <= now {
+				queues = sqlbackend.AddQueue(queues, j.Queue)
+			}
+		}
+		return wakeQueues(ctx, q, wake, queues)
 	})
 	if err != nil {
+		wake.Unsent()
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
 	return int(n), nil

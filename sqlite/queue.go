@@ -19,11 +19,15 @@ ON CONFLICT (name) DO UPDATE SET
 // queueListSQL lists the queues' control rows.
 const queueListSQL = `SELECT name, paused_at, updated_at FROM leasehold_queue ORDER BY name`
 
-// QueueSetPaused pauses or resumes a queue.
+// QueueSetPaused pauses or resumes a queue. Resuming bumps the queue's
+// wake-up row, so that listening clients claim at once.
 func (e *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	err := e.write(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, queueSetPausedSQL, params.Name, params.Paused)
-		return err
+		if _, err := q.ExecContext(ctx, queueSetPausedSQL, params.Name, params.Paused); err != nil || params.Paused {
+			return err
+		}
+		// A resume wakes the listening clients, as on Postgres.
+		return wakeQueues(ctx, q, nil, []string{params.Name})
 	})
 	if err != nil {
 		return fmt.Errorf("set queue %s paused=%v: %w", params.Name, params.Paused, err)

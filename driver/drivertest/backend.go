@@ -31,4 +31,8 @@ type Backend[TTx any] struct {
 	// writer needs (SQLite's BEGIN IMMEDIATE): no reserved connection can
 	// renew a lease while a handler holds the database's only write lock.
 	BeginReadTx func(ctx context.Context, d driver.Driver[TTx]) (TTx, error)
+	// NewPeer, when set, returns a second driver on d's database with a
+	// pool of its own, as another process on the database would have,
+	// released with t.Cleanup. The wake-up test across pools needs it.
+	NewPeer func(t *testing.T, d driver.Driver[TTx]) driver.Driver[TTx]
 }

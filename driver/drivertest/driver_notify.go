@@ -119,6 +119,33 @@ func exerciseNotify[TTx any](t *testing.T, b Backend[TTx]) {
 		tr.wantBalance(t, map[trackedNotice]int{{n.Sender, qOne}: 1})
 	})
 
+	// Inserts in quick succession, faster than a driver that reads its
+	// notices every few milliseconds reads them, each send a notice naming
+	// their sender: a client recognises every one of its own.
+	t.Run("EveryInsertOfABurstNamesItsSender", func(t *testing.T) {
+		t.Parallel()
+		qBurst := "tracked-burst-" + rand.Text()
+		d := b.New(t)
+		queues, stop := listen(t, d)
+		defer stop()
+		tr := newRecordingTracker()
+		ctx := t.Context()
+		const inserts = 5
+		for range inserts {
+			if _, err := d.GetExecutor().JobInsertMany(ctx, &driver.JobInsertManyParams{
+				Jobs: []*driver.JobInsertParams{jobParams("k", qBurst)}, SenderTracker: tr,
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		heard := map[trackedNotice]int{}
+		for range inserts {
+			n := expect(t, queues, qBurst)
+			heard[trackedNotice{n.Sender, qBurst}]++
+		}
+		tr.wantBalance(t, heard)
+	})
+
 	t.Run("TrackerTakesBackWhatWasNotSent", func(t *testing.T) {
 		t.Parallel()
 		qLater := "tracked-later-" + rand.Text()
