@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -127,26 +128,40 @@ func testClientCompleteTxConfirmed[TTx any](t *testing.T, b Backend[TTx]) {
 	for _, j := range append(jobs, rolledBack) {
 		env.waitState(j.ID, leasetype.JobStateCompleted, 10*time.Second)
 	}
-	waitFor(t, 5*time.Second, func() bool { s := c.Stats(); return s.Completed == n+1 && s.Failed == 1 },
-		func() string { return fmt.Sprintf("stats %+v, want %d completed and 1 failed", c.Stats(), n+1) })
+	// A loaded database may fail a handler's transaction now and then
+	// (a lock wait timeout): such an attempt fails and is retried.
+	waitFor(t, 5*time.Second, func() bool { s := c.Stats(); return s.Completed == n+1 && s.Failed >= 1 },
+		func() string {
+			var failures []string
+			for _, j := range append(jobs, rolledBack) {
+				for _, a := range env.attempts(j.ID) {
+					if a.Outcome != leasetype.OutcomeCompleted {
+						failures = append(failures, fmt.Sprintf("job %d attempt %d: %s", j.ID, a.Attempt, a.Error))
+					}
+				}
+			}
+			return fmt.Sprintf("stats %+v, want %d completed and at least 1 failed; failed attempts: %v", c.Stats(), n+1, failures)
+		})
 	if s := c.Stats(); s.AmbiguousCommits != 0 || s.LeasesLost != 0 || s.FencedWrites != 0 {
 		t.Fatalf("stats %+v: want no ambiguous commit, lost lease or fenced write", s)
 	}
-	// The only outcome the client wrote itself is the rolled-back
-	// attempt's failure: every completion was in a handler's transaction.
-	if got := fd.finishItems.Load(); got != 1 {
-		t.Fatalf("outcomes written by the client = %d, want 1 (the rolled-back attempt's); CompleteTx jobs need none", got)
+	// The only outcomes the client wrote itself are the failures (the
+	// rolled-back attempt's, and any a loaded database caused): every
+	// completion was in a handler's transaction.
+	failed := c.Stats().Failed
+	if got := fd.finishItems.Load(); got != failed {
+		t.Fatalf("outcomes written by the client = %d, want %d (the failed attempts'); CompleteTx completions need none", got, failed)
 	}
 	if got := fd.leaseReads.Load(); got < 1 || got > n+2 {
 		t.Fatalf("confirming reads = %d, want between 1 and %d", got, n+2)
 	}
 	for _, j := range jobs {
-		if got := env.outcomes(j.ID); len(got) != 1 || got[0] != leasetype.OutcomeCompleted {
-			t.Fatalf("job %d outcomes = %v, want one completed", j.ID, got)
+		if got := env.outcomes(j.ID); len(got) == 0 || got[len(got)-1] != leasetype.OutcomeCompleted || slices.Contains(got[:len(got)-1], leasetype.OutcomeCompleted) {
+			t.Fatalf("job %d outcomes = %v, want completed once, last", j.ID, got)
 		}
 	}
-	if got := env.outcomes(rolledBack.ID); len(got) != 2 || got[0] != leasetype.OutcomeFailed || got[1] != leasetype.OutcomeCompleted {
-		t.Fatalf("rolled-back job outcomes = %v, want [failed completed]: retried after its transaction rolled back", got)
+	if got := env.outcomes(rolledBack.ID); len(got) < 2 || got[0] != leasetype.OutcomeFailed || got[len(got)-1] != leasetype.OutcomeCompleted || slices.Contains(got[:len(got)-1], leasetype.OutcomeCompleted) {
+		t.Fatalf("rolled-back job outcomes = %v, want [failed ... completed]: retried after its transaction rolled back", got)
 	}
 	if a := env.attempts(rolledBack.ID); !strings.Contains(a[0].Error, "did not commit") {
 		t.Fatalf("rolled-back attempt's error = %q, want it to say the transaction did not commit", a[0].Error)
