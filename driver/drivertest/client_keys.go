@@ -110,7 +110,7 @@ func waitCompleted(t *testing.T, exec driver.Executor, n int64, timeout time.Dur
 // is cut off mid-run: never more than the limit running per key, in the
 // handlers or in the database, and the limit is reached.
 func testClientKeyLimit[TTx any](t *testing.T, b Backend[TTx]) {
-	clients, workersPer, jobs, keys := 3, 20, 300, 20
+	clients, workersPer, jobs, keys := 3, 20, 300, 10
 	if keysFullScale {
 		clients, workersPer, jobs, keys = 4, 50, 2000, 50
 	}
