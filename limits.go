@@ -13,8 +13,8 @@ import (
 // flowLimits are the fleet-wide limits that apply to one queue's claims on
 // this client: the queue's own and those of the kinds this client works.
 type flowLimits struct {
-	queueLimit int        // 0: none
-	rate       *RateLimit // nil: none
+	queueLimit int            // 0: none
+	rate       *RateLimit     // nil: none
 	kindLimits map[string]int // GlobalLimit by kind; 0 for a kind with only a KeyLimit
 	kinds      []string       // keys of kindLimits, sorted: the lock order
 
