@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -168,6 +169,10 @@ func testClientKeyLimit[TTx any](t *testing.T, b Backend[TTx]) {
 				}
 			}()
 
+			// A key that KeyBy cannot derive is refused at insert.
+			if _, err := victim.Insert(ctx, keyArgs{N: -1}, nil); !errors.Is(err, leasehold.ErrInvalidArgs) {
+				t.Fatalf("insert with an empty KeyBy value: %v, want ErrInvalidArgs", err)
+			}
 			params := make([]leasehold.InsertManyParams, jobs)
 			for i := range params {
 				params[i] = leasehold.InsertManyParams{Args: keyArgs{Customer: fmt.Sprintf("c%02d", i%keys), N: i}}
@@ -273,6 +278,20 @@ func testClientFairness[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatalf("the last small-key job started %d-th, want within the first %d (round-robin across %d keys); the big backlog starved the small keys", last+1, bound, small+1)
 	}
 	t.Logf("%d-job backlog: every small-key job started within the first %d starts", big, last+1)
+
+	// The key is stored and filterable.
+	listed, err := inserter.JobList(ctx, &leasehold.JobListParams{Key: "small-03"})
+	if err != nil {
+		t.Fatalf("JobList by key: %v", err)
+	}
+	if len(listed) != perSmall {
+		t.Fatalf("JobList by key small-03: %d jobs, want %d", len(listed), perSmall)
+	}
+	for _, j := range listed {
+		if j.Key != "small-03" {
+			t.Fatalf("JobList by key small-03 returned job %d with key %q", j.ID, j.Key)
+		}
+	}
 }
 
 // testClientSequence: jobs with the same sequence key, inserted interleaved
