@@ -342,18 +342,21 @@ func testClientSequence[TTx any](t *testing.T, b Backend[TTx]) {
 		return leasehold.Config{ID: id, LeaseTTL: time.Second, Workers: workers,
 			Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 20}}}
 	}
-	fd := newFaultDriver(env.d)
-	victim := env.client(fd, cfg("victim"))
-	other := env.client(nil, cfg("survivor"))
-	// Interleaved: the clients take turns, each insert its own transaction.
+	// Interleaved: two clients take turns, each insert its own
+	// transaction, before the workers start, so that a claim sees many
+	// jobs of each sequence at once. Their SequenceBy comes from the
+	// registry they are given.
+	inserters := []*leasehold.Client[TTx]{
+		env.client(nil, leasehold.Config{Workers: nil}), env.client(nil, leasehold.Config{Workers: nil}),
+	}
 	total := seqs * perSeq
 	for i := range total {
-		c := victim
-		if i%2 == 1 {
-			c = other
-		}
-		insert(t, c, keyArgs{Seq: fmt.Sprintf("s%02d", i%seqs), N: i}, nil)
+		opts := &leasehold.InsertOpts{Sequence: fmt.Sprintf("s%02d", i%seqs)}
+		insert(t, inserters[i%2], keyArgs{N: i}, opts)
 	}
+	fd := newFaultDriver(env.d)
+	env.client(fd, cfg("victim"))
+	env.client(nil, cfg("survivor"))
 	waitFor(t, 120*time.Second, func() bool { return done.Load() >= int64(total/3) }, func() string {
 		return fmt.Sprintf("%d of %d jobs done before the cut", done.Load(), total)
 	})
