@@ -321,6 +321,10 @@ func testClientSequence[TTx any](t *testing.T, b Backend[TTx]) {
 		v, _ := tries.LoadOrStore(j.Args.N, new(atomic.Int64))
 		try := v.(*atomic.Int64).Add(1)
 		var err error
+		if j.Args.N < 0 {
+			// The blocking job below: discarded at its first run.
+			return leasehold.Permanent(fmt.Errorf("job %d fails for good", j.Args.N))
+		}
 		select {
 		case <-time.After(2 * time.Millisecond):
 			if j.Args.N%7 == 3 && try == 1 {
@@ -362,6 +366,23 @@ func testClientSequence[TTx any](t *testing.T, b Backend[TTx]) {
 	})
 	fd.set(faultPartition)
 	waitCompleted(t, env.exec, int64(total), 300*time.Second)
+
+	// A discarded job blocks its sequence (SequenceBlock, the default):
+	// the job after it does not start, and the sequence is listed.
+	head := insert(t, inserters[0], keyArgs{N: -1}, &leasehold.InsertOpts{Sequence: "blocked"})
+	next := insert(t, inserters[1], keyArgs{N: total}, &leasehold.InsertOpts{Sequence: "blocked"})
+	env.waitState(head.ID, leasetype.JobStateDiscarded, 60*time.Second)
+	time.Sleep(300 * time.Millisecond) // several poll intervals
+	if j := env.job(next.ID); j.State != leasetype.JobStateAvailable {
+		t.Fatalf("the job after a discarded one is %s, want available (blocked)", j.State)
+	}
+	blocked, err := inserters[0].SequencesBlocked(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("SequencesBlocked: %v", err)
+	}
+	if len(blocked) != 1 || blocked[0].Sequence != "blocked" || blocked[0].Job.ID != head.ID || blocked[0].Waiting != 1 {
+		t.Fatalf("SequencesBlocked = %+v, want sequence blocked by job %d with 1 waiting", blocked, head.ID)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
