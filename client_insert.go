@@ -235,6 +235,9 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 		at := o.ScheduledAt.UTC()
 		p.ScheduledAt = &at
 	}
+	if err := c.jobKeys(p, &o); err != nil {
+		return nil, err
+	}
 	if !o.UniqueOpts.isZero() {
 		if err := o.UniqueOpts.validate(); err != nil {
 			return nil, err
@@ -273,6 +276,12 @@ func mergeInsertOpts(base, over InsertOpts) InsertOpts {
 	}
 	if over.UniqueKey != "" {
 		base.UniqueKey = over.UniqueKey
+	}
+	if over.Key != "" {
+		base.Key = over.Key
+	}
+	if over.Sequence != "" {
+		base.Sequence = over.Sequence
 	}
 	if !over.UniqueOpts.isZero() {
 		base.UniqueOpts = over.UniqueOpts

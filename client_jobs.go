@@ -130,6 +130,10 @@ type JobListParams struct {
 	Kind string
 	// UniqueKey keeps jobs with this unique key.
 	UniqueKey string
+	// Key keeps jobs with this flow-control key (InsertOpts.Key).
+	Key string
+	// Sequence keeps jobs with this sequence key (InsertOpts.Sequence).
+	Sequence string
 	// BeforeID pages backwards: only jobs with a smaller ID.
 	BeforeID int64
 	// Limit is the most jobs returned, 1 to 10,000; default 100.
@@ -151,7 +155,7 @@ func (c *Client[TTx]) JobList(ctx context.Context, params *JobListParams) ([]*le
 		}
 	}
 	rows, err := c.core.exec.JobList(ctx, &driver.JobListParams{
-		States: p.States, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey, BeforeID: p.BeforeID, Limit: p.Limit,
+		States: p.States, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey, Key: p.Key, Sequence: p.Sequence, BeforeID: p.BeforeID, Limit: p.Limit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
@@ -357,4 +361,32 @@ func (c *Client[TTx]) QueueBacklog(ctx context.Context) ([]*leasetype.QueueBackl
 		return nil, fmt.Errorf("leasehold: %w", err) // the driver names the operation
 	}
 	return backlog, nil
+}
+
+// SequencesBlockedParams filters SequencesBlocked. Zero fields do not filter.
+type SequencesBlockedParams struct {
+	// Queue keeps the sequences whose blocking job is in this queue.
+	Queue string
+	// Limit is the most rows returned, 1 to 10,000; default 100.
+	Limit int
+}
+
+// SequencesBlocked lists the sequences held up by a job that will not run
+// again by itself: the oldest job of the sequence that is not completed is
+// discarded, cancelled or stuck, and later jobs wait. Under SequenceBlock
+// they wait until an operator retries or deletes that job (under
+// SequenceContinue only a stuck one holds them).
+func (c *Client[TTx]) SequencesBlocked(ctx context.Context, params *SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error) {
+	p := SequencesBlockedParams{}
+	if params != nil {
+		p = *params
+	}
+	if p.Limit < 0 || p.Limit > 10000 {
+		return nil, fmt.Errorf("%w: limit %d is outside 1 to 10000", ErrInvalidArgs, p.Limit)
+	}
+	rows, err := c.core.exec.SequenceBlocked(ctx, &driver.SequenceBlockedParams{Queue: p.Queue, Limit: p.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: %w", err)
+	}
+	return rows, nil
 }

@@ -110,6 +110,28 @@ type QueueConfig struct {
 	// RateLimit, when set, bounds how many jobs of the queue start per
 	// period across every client.
 	RateLimit *RateLimit
+	// KeyLimit, when positive, bounds how many jobs of the queue with the
+	// same key (InsertOpts.Key, WorkerOpts.KeyBy) run at once across every
+	// client. Enforced inside the claim like GlobalLimit; both hold when
+	// both are set, and a kind's WorkerOpts.KeyLimit holds as well.
+	KeyLimit int
+	// KeyRateLimit, when set, bounds how many jobs of the queue with the
+	// same key start per period across every client: fixed windows aligned
+	// to the Unix epoch on the database clock, as RateLimit's, one small
+	// row per key that started a job in the current window (the pruner
+	// deletes ended windows).
+	KeyRateLimit *RateLimit
+	// Fair makes claims take jobs round-robin across keys: every key's first
+	// waiting job before any key's second, so one key's backlog cannot
+	// starve the others. It is implied by KeyLimit, KeyRateLimit and a kind's
+	// WorkerOpts.KeyLimit. See doc.go, "Per-key flow control".
+	Fair bool
+	// Sequenced makes this client claim the queue with the keyed claim,
+	// which keeps sequences (InsertOpts.Sequence) in order, even when no
+	// other key option is set. It is implied by every key option above and
+	// by a worker with SequenceBy or SequencePolicy. A queue claimed by the
+	// plain claim does not keep sequences in order.
+	Sequenced bool
 }
 
 // RateLimit allows Limit job starts (claims) per Period, fleet-wide. Periods
@@ -221,6 +243,12 @@ func (c *Config) validate() error {
 		}
 		if q.GlobalLimit < 0 {
 			return bad("queue %q: GlobalLimit %d is negative", name, q.GlobalLimit)
+		}
+		if q.KeyLimit < 0 {
+			return bad("queue %q: KeyLimit %d is negative", name, q.KeyLimit)
+		}
+		if r := q.KeyRateLimit; r != nil && (r.Limit < 1 || r.Period < time.Millisecond) {
+			return bad("queue %q: KeyRateLimit needs Limit ≥ 1 and Period ≥ 1ms (got %d per %s)", name, r.Limit, r.Period)
 		}
 		if r := q.RateLimit; r != nil && (r.Limit < 1 || r.Period < time.Millisecond) {
 			return bad("queue %q: RateLimit needs Limit ≥ 1 and Period ≥ 1ms (got %d per %s)", name, r.Limit, r.Period)

@@ -264,6 +264,64 @@ configured with; configure the same values everywhere. Limited claims cost
 a few statements and serialise on the limit row; unlimited queues keep the
 single-statement claim.
 
+# Per-key flow control
+
+A job may carry a key (InsertOpts.Key, or derived from its args by the
+kind's WorkerOpts.KeyBy JSON paths at insert) and a sequence
+(InsertOpts.Sequence, WorkerOpts.SequenceBy), stored in the job's
+flow_key and sequence_key columns. A queue whose client sets any key
+option (QueueConfig.KeyLimit, KeyRateLimit, Fair, Sequenced, or a worker's
+KeyLimit, SequenceBy or SequencePolicy) is claimed by the keyed claim, in
+the limited claim's transaction described above: the queue's limit row is
+locked (and the kind's, for a kind's KeyLimit), then one statement ranks
+the claimable jobs within their key, counts each key's running jobs with
+an unexpired lease and its starts in the current rate window, and leases
+only the jobs that fit. What it guarantees, on the database clock, for
+clients configured alike:
+
+  - KeyLimit: at most N running jobs with one key in the queue
+    (QueueConfig.KeyLimit) or of the kind in every queue
+    (WorkerOpts.KeyLimit); both hold when both are set, and with
+    GlobalLimit. A job whose key is full is skipped, not claimed and
+    released; an expired lease frees its slot. Jobs without a key are not
+    key-limited.
+  - KeyRateLimit: at most Limit starts per key per fixed, epoch-aligned
+    window of Period (so at most 2×Limit in any span of one Period). A
+    retry counts as a start. The counts live in leasehold_key_window, one
+    row per key that started a job in its latest window; the maintenance
+    pruner deletes the rows whose window ended.
+  - Fairness (Fair, implied by the key limits): each claim orders the
+    jobs by their rank within their key (priority, ScheduledAt, ID) plus
+    the key's running jobs in the queue, then by priority, ScheduledAt and
+    ID. So within a claim every key's first waiting job comes before any
+    key's second, and a key with jobs running ranks behind a key with none:
+    one key's backlog cannot starve the others. Priority orders jobs only
+    within a key and among jobs of equal rank; jobs without a key form one
+    group. Not guaranteed: weights per key, or strict rotation when keys
+    tie (the oldest job wins a tie, so a key with a backlog keeps about one
+    job running while the others share the rest).
+  - Sequences: a job with a sequence starts only while no other job of
+    its sequence runs and every job of the sequence with a smaller ID is
+    completed (or gone, pruned or deleted). A retried or expired head stays
+    unfinished, so the sequence waits for it, across crashes. A discarded
+    or cancelled predecessor blocks the sequence until an operator retries
+    or deletes it, unless the waiting job's kind has SequencePolicy
+    SequenceContinue; a stuck one blocks under either policy.
+    Client.SequencesBlocked lists blocked sequences. Insert order is ID
+    order: jobs of one sequence inserted one after another keep their
+    order, but two inserts of one sequence in concurrent transactions are
+    ordered by the IDs they drew, and the later ID may commit and run
+    first. Sequences are kept only by the keyed claim: a client that claims
+    the queue with the plain claim (no key option on the queue) ignores
+    them.
+
+KeyBy and SequenceBy apply on clients that have the kind's worker
+registered; an insert whose args lack a value at a path, or hold null, an
+object or an array there, fails with ErrInvalidArgs. Keys are at most 256
+bytes. The keyed claim reads every claimable job of the queue to rank it,
+so its cost grows with the backlog; unkeyed queues keep the
+single-statement claim unchanged.
+
 # Periodic jobs and leaders
 
 Config.PeriodicJobs are enqueued on cron or interval schedules (package

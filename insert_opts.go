@@ -30,6 +30,17 @@ type InsertOpts struct {
 	// UniqueOpts makes the job unique by its args, queue or period, and
 	// can keep the key held in finished states; see UniqueOpts.
 	UniqueOpts UniqueOpts
+	// Key is the job's flow-control key (a customer, a merchant): the
+	// per-key limits, rate limits and fairness of the queue and kind count
+	// and order jobs by it. Empty takes the key the kind's WorkerOpts.KeyBy
+	// derives from the args, if any. At most 256 bytes.
+	Key string
+	// Sequence is the job's sequence key: jobs with the same one run one
+	// after another in insert (ID) order, each only once the one before it
+	// completed. Empty takes the kind's WorkerOpts.SequenceBy, if any. At
+	// most 256 bytes. Sequences are enforced by the keyed claim: see
+	// QueueConfig.Sequenced.
+	Sequence string
 }
 
 // InsertManyParams is one job of a batch insert.

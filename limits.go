@@ -13,28 +13,90 @@ import (
 // flowLimits are the fleet-wide limits that apply to one queue's claims on
 // this client: the queue's own and those of the kinds this client works.
 type flowLimits struct {
-	queueLimit int        // 0: none
-	rate       *RateLimit // nil: none
-	kindLimits map[string]int
-	kinds      []string // keys of kindLimits, sorted: the lock order
+	queueLimit int            // 0: none
+	rate       *RateLimit     // nil: none
+	kindLimits map[string]int // GlobalLimit by kind; 0 for a kind with only a KeyLimit
+	kinds      []string       // keys of kindLimits, sorted: the lock order
+
+	// The per-key options. keyed sends every claim of the queue through
+	// the keyed claim (driver.Executor.JobClaimKeyed).
+	keyed         bool
+	queueKeyLimit int
+	keyRate       *RateLimit
+	fair          bool
+	kindKeyLimits map[string]int
+	continueKinds []string // kinds with SequenceContinue
 }
 
 // limited reports whether claims need the locked, counted path.
 func (f *flowLimits) limited() bool {
-	return f != nil && (f.queueLimit > 0 || f.rate != nil || len(f.kindLimits) > 0)
+	return f != nil && (f.queueLimit > 0 || f.rate != nil || len(f.kindLimits) > 0 || f.keyed)
 }
 
 // newFlowLimits collects the limits of queue q on this client.
 func newFlowLimits(q QueueConfig, workers map[string]*workerEntry) *flowLimits {
-	f := &flowLimits{queueLimit: q.GlobalLimit, rate: q.RateLimit, kindLimits: map[string]int{}}
+	f := &flowLimits{queueLimit: q.GlobalLimit, rate: q.RateLimit, kindLimits: map[string]int{},
+		queueKeyLimit: q.KeyLimit, keyRate: q.KeyRateLimit, kindKeyLimits: map[string]int{}}
+	f.fair = q.Fair || q.KeyLimit > 0 || q.KeyRateLimit != nil
+	f.keyed = f.fair || q.Sequenced
 	for kind, e := range workers {
-		if e.opts.GlobalLimit > 0 {
+		if e.opts.GlobalLimit > 0 || e.opts.KeyLimit > 0 {
 			f.kindLimits[kind] = e.opts.GlobalLimit
 			f.kinds = append(f.kinds, kind)
 		}
+		if e.opts.KeyLimit > 0 {
+			f.kindKeyLimits[kind] = e.opts.KeyLimit
+			f.keyed = true
+		}
+		if len(e.sequenceBy) > 0 || e.opts.SequencePolicy != "" {
+			f.keyed = true
+		}
+		if e.opts.SequencePolicy == SequenceContinue {
+			f.continueKinds = append(f.continueKinds, kind)
+		}
 	}
 	slices.Sort(f.kinds)
+	slices.Sort(f.continueKinds)
 	return f
+}
+
+// keyedClaim holds what the keyed claims of one limited claim share: the
+// rate window, and the starts recorded in it so far.
+type keyedClaim struct {
+	f      *flowLimits
+	window *driver.KeyRateWindow
+}
+
+// claim runs one claim statement of a limited claim: the plain one, or the
+// keyed one with kind's key limit (kind "" for the statement of the kinds
+// without limits of their own), recording the starts in the key rate
+// window.
+func (k *keyedClaim) claim(ctx context.Context, tx driver.ExecutorTx, p *driver.JobClaimParams, kind string) ([]*leasetype.JobRow, error) {
+	if !k.f.keyed {
+		return tx.JobClaim(ctx, p)
+	}
+	kp := &driver.JobClaimKeyedParams{
+		Claim: p, KeyLimit: k.f.queueKeyLimit, KeyRate: k.window,
+		Fair: k.f.fair, SequenceContinueKinds: k.f.continueKinds,
+	}
+	if kind != "" {
+		kp.KindKeyLimit = k.f.kindKeyLimits[kind]
+		kp.Fair = kp.Fair || kp.KindKeyLimit > 0
+	}
+	rows, err := tx.JobClaimKeyed(ctx, kp)
+	if err != nil || k.window == nil {
+		return rows, err
+	}
+	starts := map[string]int64{}
+	for _, r := range rows {
+		if r.Key != "" {
+			starts[r.Key]++
+		}
+	}
+	if err := tx.KeyWindowAdd(ctx, &driver.KeyWindowAddParams{Window: *k.window, Starts: starts}); err != nil {
+		return nil, fmt.Errorf("record key rate windows: %w", err)
+	}
+	return rows, nil
 }
 
 // claimResult is what one claim of a queue produced.
@@ -75,7 +137,7 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 	}()
 
 	var keys []driver.LimitKey
-	if f.queueLimit > 0 || f.rate != nil {
+	if f.queueLimit > 0 || f.rate != nil || f.keyed {
 		keys = append(keys, driver.LimitKey{Scope: driver.LimitScopeQueue, Name: queue})
 	}
 	for _, kind := range f.kinds {
@@ -103,6 +165,15 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 		}
 	}
 
+	kc := &keyedClaim{f: f}
+	if r := f.keyRate; r != nil {
+		start := epochTruncate(now, r.Period)
+		kc.window = &driver.KeyRateWindow{
+			Scope: driver.LimitKey{Scope: driver.LimitScopeQueue, Name: queue}, Limit: r.Limit,
+			WindowStart: start, WindowEnd: start.Add(r.Period),
+		}
+	}
+
 	counts, err := tx.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue, Kinds: f.kinds})
 	if err != nil {
 		return res, fmt.Errorf("count running jobs: %w", err)
@@ -121,18 +192,23 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 		if limit <= 0 {
 			break
 		}
-		free := int64(f.kindLimits[kind]) - counts.Kinds[kind]
+		free := int64(limit) // a kind with only a KeyLimit
+		if l := f.kindLimits[kind]; l > 0 {
+			free = int64(l) - counts.Kinds[kind]
+		}
 		if free <= 0 {
 			res.capped = true
 			continue
 		}
 		p := *base
 		p.Max, p.Kinds = int(min(free, int64(limit))), []string{kind}
-		rows, err := tx.JobClaim(ctx, &p)
+		rows, err := kc.claim(ctx, tx, &p, kind)
 		if err != nil {
 			return res, err
 		}
-		if int64(len(rows)) == free {
+		if int64(len(rows)) == free || f.keyed && len(rows) < p.Max {
+			// A keyed claim that took less than it could may have
+			// skipped jobs whose keys are full.
 			res.capped = true
 		}
 		res.rows = append(res.rows, rows...)
@@ -141,11 +217,20 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 	if limit > 0 {
 		p := *base
 		p.Max, p.ExcludeKinds = limit, f.kinds
-		rows, err := tx.JobClaim(ctx, &p)
+		rows, err := kc.claim(ctx, tx, &p, "")
 		if err != nil {
 			return res, err
 		}
+		if f.keyed && len(rows) < limit {
+			res.capped = true
+		}
 		res.rows = append(res.rows, rows...)
+	}
+	if kc.window != nil && res.capped {
+		// Jobs skipped for their key's rate may start when the window ends.
+		if in := kc.window.WindowEnd.Sub(now); res.retryIn <= 0 || in < res.retryIn {
+			res.retryIn = in
+		}
 	}
 
 	if f.rate != nil && len(res.rows) > 0 {

@@ -54,6 +54,27 @@ type WorkerOpts struct {
 	// forever. Every client with this worker should set the same value: each
 	// enforces its own.
 	GlobalLimit int
+	// KeyBy derives a job's key (InsertOpts.Key) from its args when the
+	// insert sets none: JSON paths of object members, as "customer_id" or
+	// "customer.id"; the values (strings, numbers or booleans) are joined by
+	// "|". An insert whose args lack a value, or hold null, an object or an
+	// array there, fails. It applies to inserts by a client that has this
+	// worker registered.
+	KeyBy []string
+	// KeyLimit, when positive, bounds how many jobs of this kind with the
+	// same key run at once across every client and queue ("one charge per
+	// customer at a time" is 1). It is enforced inside the claim, as
+	// GlobalLimit is: a job whose key is full is skipped, and an expired
+	// lease frees its slot. Jobs without a key are not key-limited.
+	KeyLimit int
+	// SequenceBy derives a job's sequence (InsertOpts.Sequence) from its
+	// args, as KeyBy derives its key.
+	SequenceBy []string
+	// SequencePolicy says whether the jobs after one of this kind's jobs
+	// that ended discarded or cancelled wait (SequenceBlock, the default)
+	// or go on (SequenceContinue). It is the policy of the waiting job's
+	// kind.
+	SequencePolicy SequencePolicy
 }
 
 // Workers is the registry of workers a client runs. Add workers with
@@ -69,6 +90,8 @@ func NewWorkers() *Workers { return &Workers{byKind: map[string]*workerEntry{}} 
 type workerEntry struct {
 	kind string
 	opts WorkerOpts
+	// keyBy and sequenceBy are opts.KeyBy and opts.SequenceBy parsed.
+	keyBy, sequenceBy []keyPath
 	// work decodes the row's arguments and runs the worker. A decode error is
 	// returned wrapped in errDecode.
 	work func(ctx context.Context, row *leasetype.JobRow) error
@@ -114,9 +137,19 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 	if err := o.validate(kind); err != nil {
 		return err
 	}
+	keyBy, err := parseKeyPaths("KeyBy", o.KeyBy)
+	if err != nil {
+		return fmt.Errorf("%w: worker %q: %w", ErrInvalidConfig, kind, err)
+	}
+	sequenceBy, err := parseKeyPaths("SequenceBy", o.SequenceBy)
+	if err != nil {
+		return fmt.Errorf("%w: worker %q: %w", ErrInvalidConfig, kind, err)
+	}
 	workers.byKind[kind] = &workerEntry{
-		kind: kind,
-		opts: o,
+		kind:       kind,
+		opts:       o,
+		keyBy:      keyBy,
+		sequenceBy: sequenceBy,
 		work: func(ctx context.Context, row *leasetype.JobRow) error {
 			// The arguments are decoded in place: one allocation for the
 			// job, none for a copy of its arguments.
@@ -146,6 +179,10 @@ func (o WorkerOpts) validate(kind string) error {
 		return fmt.Errorf("%w: worker %q: Timeout %s is negative", ErrInvalidConfig, kind, o.Timeout)
 	case o.GlobalLimit < 0:
 		return fmt.Errorf("%w: worker %q: GlobalLimit %d is negative", ErrInvalidConfig, kind, o.GlobalLimit)
+	case o.KeyLimit < 0:
+		return fmt.Errorf("%w: worker %q: KeyLimit %d is negative", ErrInvalidConfig, kind, o.KeyLimit)
+	case o.SequencePolicy != "" && o.SequencePolicy != SequenceBlock && o.SequencePolicy != SequenceContinue:
+		return fmt.Errorf("%w: worker %q: unknown SequencePolicy %q (want block or continue)", ErrInvalidConfig, kind, o.SequencePolicy)
 	}
 	return nil
 }

@@ -47,10 +47,10 @@ type bulkOffer struct {
 }
 
 // bulkOffer returns the bulk card for a jobs filter: only for one state
-// (so the count is that of every action offered), without an ID or unique
-// key filter, with at least one matching job, on a dashboard that acts.
+// (so the count is that of every action offered), without an ID, unique
+// key or key filter, with at least one matching job, on a dashboard that acts.
 func (h *handler) bulkOffer(r *http.Request, f *jobFilter) *bulkOffer {
-	if h.opts.ReadOnly || f.State() == "" || f.ID > 0 || f.UniqueKey != "" {
+	if h.opts.ReadOnly || f.State() == "" || f.ID > 0 || f.UniqueKey != "" || f.Key != "" {
 		return nil
 	}
 	state := leasetype.JobState(f.State())

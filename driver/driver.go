@@ -233,6 +233,23 @@ type Executor interface {
 	// AuditList returns the audit entries matching the filter, newest first.
 	AuditList(ctx context.Context, params *AuditListParams) ([]*leasetype.AuditRow, error)
 
+	// JobClaimKeyed is JobClaim with per-key flow control (see
+	// JobClaimKeyedParams), in the caller's limited-claim transaction: jobs
+	// whose key is at its limit or rate, and sequenced jobs whose
+	// predecessor is not finished (or, by policy, failed), are skipped, not
+	// claimed. Running counts see only unexpired leases on the database
+	// clock. Rows come back in claim order.
+	JobClaimKeyed(ctx context.Context, params *JobClaimKeyedParams) ([]*leasetype.JobRow, error)
+	// KeyWindowAdd adds starts to per-key rate windows: a key's row is
+	// created, reset to the window when it holds an older one, or added to.
+	KeyWindowAdd(ctx context.Context, params *KeyWindowAddParams) error
+	// KeyWindowPrune deletes up to Limit rate-window rows whose window ended
+	// on the database clock, and returns how many.
+	KeyWindowPrune(ctx context.Context, params *KeyWindowPruneParams) (int64, error)
+	// SequenceBlocked lists the blocked sequences (see SequenceBlockedRow),
+	// in sequence order.
+	SequenceBlocked(ctx context.Context, params *SequenceBlockedParams) ([]*SequenceBlockedRow, error)
+
 	// ClientRegister upserts a working client's registry row (see
 	// ClientRegisterParams) in one statement.
 	ClientRegister(ctx context.Context, params *ClientRegisterParams) error
@@ -308,7 +325,16 @@ type JobInsertParams struct {
 	// hold a key. Stored with the job (the bitmask UniqueFinishedMask
 	// encodes) and enforced by the unique index.
 	UniqueFinished []leasetype.JobState
+	// Key, when not empty, is the job's flow-control key (the flow_key
+	// column), at most MaxKeyLen bytes.
+	Key string
+	// Sequence, when not empty, is the job's sequence key (the
+	// sequence_key column), at most MaxKeyLen bytes.
+	Sequence string
 }
+
+// MaxKeyLen is the longest flow-control or sequence key, in bytes.
+const MaxKeyLen = 256
 
 // JobInsertResult is the outcome of inserting one job.
 type JobInsertResult struct {
@@ -476,6 +502,10 @@ type JobListParams struct {
 	Kind string
 	// UniqueKey keeps jobs with this unique key.
 	UniqueKey string
+	// Key keeps jobs with this flow-control key.
+	Key string
+	// Sequence keeps jobs with this sequence key.
+	Sequence string
 	// BeforeID pages: only jobs with a smaller ID.
 	BeforeID int64
 	// Limit is the most rows to return; zero means 100.

@@ -131,4 +131,13 @@ type JobRow struct {
 	// for (database clock); nil when it was not. Such a job ends cancelled
 	// unless its handler completes it first.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+
+	// Key is the job's flow-control key (InsertOpts.Key or the kind's
+	// KeyBy), empty when it has none: per-key limits, rate limits and
+	// fairness count and order jobs by it.
+	Key string `json:"key,omitempty"`
+	// Sequence is the job's sequence key (InsertOpts.Sequence or the kind's
+	// SequenceBy), empty when it has none: jobs with the same sequence run
+	// one after another in ID order.
+	Sequence string `json:"sequence,omitempty"`
 }

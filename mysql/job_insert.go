@@ -13,24 +13,25 @@ import (
 
 // jobInsertSQL inserts one job: kind, queue, scheduled_at (for the state),
 // priority, args, metadata, unique key, unique_finished, max attempts, lease
-// TTL in ms, scheduled_at again (NULL means now). A job whose unique key
-// another job holds fails with a duplicate-key error on unique_key_active.
+// TTL in ms, scheduled_at again (NULL means now), flow key, sequence key.
+// A job whose unique key another job holds fails with a duplicate-key error
+// on unique_key_active.
 const jobInsertSQL = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, unique_key, unique_finished,
-	 max_attempts, lease_ttl_ms, scheduled_at, created_at)
+	 max_attempts, lease_ttl_ms, scheduled_at, created_at, flow_key, sequence_key)
 VALUES (?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
-	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `)`
+	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `, ?, ?)`
 
 // jobInsertFastRow is one row of jobInsertFastSQL, with the same arguments
 // as jobInsertSQL less the unique key.
 const jobInsertFastRow = `(?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
-	?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `)`
+	?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `, ?, ?)`
 
 // jobInsertFastSQL starts a multi-row insert; JobInsertFast appends its
 // rows (jobInsertFastRow) separated by commas.
 const jobInsertFastSQL = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, unique_finished, max_attempts,
-	 lease_ttl_ms, scheduled_at, created_at)
+	 lease_ttl_ms, scheduled_at, created_at, flow_key, sequence_key)
 VALUES `
 
 // jobGetKeyHolderSQL finds the job holding a unique key: the one whose
@@ -129,7 +130,7 @@ func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64
 			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
 			string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)), nullString(p.UniqueKey),
 			driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
-			timeArg(p.ScheduledAt))
+			timeArg(p.ScheduledAt), nullString(p.Key), nullString(p.Sequence))
 		if err == nil {
 			id, err := res.LastInsertId()
 			return id, nil, err
@@ -183,7 +184,7 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 				args = append(args, p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
 					string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
 					driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts,
-					leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt))
+					leaseTTLArg(p.LeaseTTL), timeArg(p.ScheduledAt), nullString(p.Key), nullString(p.Sequence))
 				bytes += len(p.EncodedArgs) + len(p.Metadata)
 				end++
 			}

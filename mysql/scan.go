@@ -70,7 +70,8 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 	attempt, max_attempts, errors, expiries, last_error,
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
 	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
-	cancel_requested_at`
+	cancel_requested_at,
+	flow_key, sequence_key`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -87,6 +88,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		ttlMS                               sql.NullInt64
 		state, expiryPolicy                 string
 		args, metadata                      []byte
+		flowKey, sequenceKey                sql.NullString
 	)
 	err := s.Scan(
 		&j.ID, &j.Kind, &j.Queue, &state, &j.Priority, &args, &metadata, &uniqueKey,
@@ -94,6 +96,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
 		&cancelRequestedAt,
+		&flowKey, &sequenceKey,
 	)
 	if err != nil {
 		return nil, err
@@ -115,6 +118,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.CreatedAt = createdAt.Time
 	j.FinalizedAt = finalizedAt.ptr()
 	j.CancelRequestedAt = cancelRequestedAt.ptr()
+	j.Key, j.Sequence = flowKey.String, sequenceKey.String
 	return &j, nil
 }
 

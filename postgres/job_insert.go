@@ -57,19 +57,22 @@ const jobInsertCTEsSQL = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
 	FROM unnest($1::text[], $2::text[], $3::int[], $4::jsonb[], $5::jsonb[],
-	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[], $10::smallint[])
+	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[], $10::smallint[],
+	            $11::text[], $12::text[])
 		WITH ORDINALITY AS i(in_kind, in_queue, in_priority, in_args, in_metadata,
 		                     in_unique_key, in_max_attempts, in_lease_ttl_ms, in_scheduled_at,
-		                     in_unique_finished, ord)
+		                     in_unique_finished, in_flow_key, in_sequence_key, ord)
 	ORDER BY ord
 ),
 inserted AS (
 	INSERT INTO leasehold_job (id, kind, queue, state, priority, args, metadata,
-	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at, unique_finished)
+	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at, unique_finished,
+	                           flow_key, sequence_key)
 	SELECT new_id, in_kind, in_queue,
 		CASE WHEN in_scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
 		in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
-		in_lease_ttl_ms, coalesce(in_scheduled_at, now()), in_unique_finished
+		in_lease_ttl_ms, coalesce(in_scheduled_at, now()), in_unique_finished,
+		in_flow_key, in_sequence_key
 	FROM input
 	ORDER BY in_unique_key, ord
 	ON CONFLICT (unique_key) WHERE ` + uniqueKeyHeld + `
@@ -93,6 +96,7 @@ SELECT pg_notify('` + insertChannel + `', q) FROM unnest($1::text[]) AS q`
 var jobCopyColumns = []string{
 	"kind", "queue", "state", "priority", "args", "metadata",
 	"max_attempts", "lease_ttl_ms", "scheduled_at", "unique_finished",
+	"flow_key", "sequence_key",
 }
 
 // maxInsertRounds bounds JobInsertMany's retries. A round is retried only
@@ -246,6 +250,8 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 		ttls        = make([]pgtype.Int8, n)
 		scheduled   = make([]pgtype.Timestamptz, n)
 		uniqueFin   = make([]int16, n)
+		flowKeys    = make([]pgtype.Text, n)
+		sequences   = make([]pgtype.Text, n)
 	)
 	// args and metadata go as json.RawMessage, not []byte: the modes that
 	// describe the statement (pgx's default) send them as jsonb[] in binary
@@ -267,9 +273,12 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 			scheduled[k] = pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true}
 		}
 		uniqueFin[k] = int16(driver.UniqueFinishedMask(p.UniqueFinished))
+		flowKeys[k] = textOrNull(p.Key)
+		sequences[k] = textOrNull(p.Sequence)
 	}
 	rows, err := e.db.Query(ctx, query,
-		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin)
+		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin,
+		flowKeys, sequences)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", translateError(err))
 	}
@@ -384,6 +393,7 @@ func (e *executor) insertFastTx(ctx context.Context, params []*driver.JobInsertP
 			p.Kind, p.Queue, string(state), int16(priorityOrDefault(p.Priority)),
 			p.EncodedArgs, driver.MetadataOrEmpty(p.Metadata), int32(p.MaxAttempts),
 			leaseTTLParam(p.LeaseTTL), at, int16(driver.UniqueFinishedMask(p.UniqueFinished)),
+			textOrNull(p.Key), textOrNull(p.Sequence),
 		}
 	}
 	n, err := e.db.CopyFrom(ctx, pgx.Identifier{"leasehold_job"}, jobCopyColumns, pgx.CopyFromRows(rows))
@@ -429,6 +439,11 @@ func priorityOrDefault(p int) int {
 		return 1
 	}
 	return p
+}
+
+// textOrNull is a text parameter that stores "" as NULL.
+func textOrNull(s string) pgtype.Text {
+	return pgtype.Text{String: s, Valid: s != ""}
 }
 
 // leaseTTLParam is the lease_ttl_ms value for a per-job TTL: NULL for zero.

@@ -23,6 +23,8 @@ const (
 	jobListByQueue     = `queue = $%d`
 	jobListByKind      = `kind = $%d`
 	jobListByUniqueKey = `unique_key = $%d`
+	jobListByKey       = `flow_key = $%d`
+	jobListBySequence  = `sequence_key = $%d`
 	jobListBeforeID    = `id < $%d`
 )
 
@@ -79,6 +81,12 @@ func (e *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 	}
 	if params.UniqueKey != "" {
 		add(jobListByUniqueKey, params.UniqueKey)
+	}
+	if params.Key != "" {
+		add(jobListByKey, params.Key)
+	}
+	if params.Sequence != "" {
+		add(jobListBySequence, params.Sequence)
 	}
 	if params.BeforeID > 0 {
 		add(jobListBeforeID, params.BeforeID)

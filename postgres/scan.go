@@ -17,7 +17,8 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata,
 	coalesce(last_error, ''), lease_token, coalesce(lease_owner, ''),
 	leased_at, lease_until, heartbeat_at, heartbeats,
 	coalesce(lease_ttl_ms, 0), expiry_policy, scheduled_at, created_at, finalized_at,
-	cancel_requested_at`
+	cancel_requested_at,
+	coalesce(flow_key, ''), coalesce(sequence_key, '')`
 
 // attemptColumns is the select list scanAttempt reads, in its order.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -49,7 +50,8 @@ func newJobDest(lead ...any) *jobDest {
 		&j.LastError, &j.LeaseToken, &j.LeaseOwner,
 		&j.LeasedAt, &j.LeaseUntil, &j.HeartbeatAt, &j.Heartbeats,
 		&d.ttlMS, &d.pol, &j.ScheduledAt, &j.CreatedAt, &j.FinalizedAt,
-		&j.CancelRequestedAt)
+		&j.CancelRequestedAt,
+		&j.Key, &j.Sequence)
 	return d
 }
 

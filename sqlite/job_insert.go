@@ -25,12 +25,13 @@ const heldKeyPredicate = `unique_key IS NOT NULL
 // key exists (the partial unique index; an upsert without a conflict target
 // covers any unique index). ?1 kind, ?2 queue, ?3 priority, ?4 args, ?5
 // metadata, ?6 unique key, ?7 max attempts, ?8 lease TTL in ms, ?9
-// scheduled_at or NULL, ?10 now, ?11 the unique_finished bitmask.
+// scheduled_at or NULL, ?10 now, ?11 the unique_finished bitmask, ?12 the
+// flow key, ?13 the sequence key (NULL for none).
 const jobInsertSQL = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
-	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished, flow_key, sequence_key)
 VALUES (?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' ELSE 'available' END,
-	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10, ?11)
+	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10, ?11, ?12, ?13)
 ON CONFLICT DO NOTHING
 RETURNING ` + jobColumns
 
@@ -42,21 +43,23 @@ WHERE unique_key = ?1 AND ` + heldKeyPredicate
 
 // jobInsertFastSQL inserts the jobs of ?1, a JSON array of {"kind",
 // "queue", "priority", "args", "metadata", "max_attempts", "lease_ttl_ms",
-// "scheduled_at", "unique_finished"} with args and metadata as JSON text, in
-// one statement whatever their number; ?2 is now.
+// "scheduled_at", "unique_finished", "flow_key", "sequence_key"} with args
+// and metadata as JSON text, in one statement whatever their number; ?2 is
+// now.
 const jobInsertFastSQL = `INSERT INTO leasehold_job
 	(kind, queue, state, priority, args, metadata, max_attempts,
-	 lease_ttl_ms, scheduled_at, created_at, unique_finished)
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished, flow_key, sequence_key)
 SELECT p.kind, p.queue,
 	CASE WHEN p.scheduled_at > ?2 THEN 'scheduled' ELSE 'available' END,
 	p.priority, p.args, p.metadata, p.max_attempts, p.lease_ttl_ms,
-	coalesce(p.scheduled_at, ?2), ?2, p.unique_finished
+	coalesce(p.scheduled_at, ?2), ?2, p.unique_finished, p.flow_key, p.sequence_key
 FROM (
 	SELECT value ->> '$.kind' AS kind, value ->> '$.queue' AS queue,
 		value ->> '$.priority' AS priority, value ->> '$.args' AS args,
 		value ->> '$.metadata' AS metadata, value ->> '$.max_attempts' AS max_attempts,
 		value ->> '$.lease_ttl_ms' AS lease_ttl_ms, value ->> '$.scheduled_at' AS scheduled_at,
 		value ->> '$.unique_finished' AS unique_finished,
+		value ->> '$.flow_key' AS flow_key, value ->> '$.sequence_key' AS sequence_key,
 		key AS n
 	FROM json_each(?1)
 ) AS p
@@ -87,7 +90,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 			row := q.QueryRowContext(ctx, jobInsertSQL,
 				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
 				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now,
-				driver.UniqueFinishedMask(p.UniqueFinished))
+				driver.UniqueFinishedMask(p.UniqueFinished), nullString(p.Key), nullString(p.Sequence))
 			job, err := scanJob(row)
 			if err == nil {
 				out = append(out, &driver.JobInsertResult{Job: job})
@@ -127,6 +130,9 @@ type fastJob struct {
 	// UniqueFinished is stored for parity with JobInsertMany; without a
 	// unique key it has no effect.
 	UniqueFinished int `json:"unique_finished"`
+	// FlowKey and SequenceKey are nil for none (NULL).
+	FlowKey     any `json:"flow_key"`
+	SequenceKey any `json:"sequence_key"`
 }
 
 // JobInsertFast inserts jobs with one INSERT ... SELECT from a JSON array,
@@ -141,7 +147,8 @@ func (e *executor) JobInsertFast(ctx context.Context, params *driver.JobInsertFa
 		jobs[i] = fastJob{Kind: p.Kind, Queue: p.Queue, Priority: p.Priority,
 			Args: string(p.EncodedArgs), Metadata: string(driver.MetadataOrEmpty(p.Metadata)), MaxAttempts: p.MaxAttempts,
 			LeaseTTLMS: millis(p.LeaseTTL), ScheduledAt: micros(p.ScheduledAt),
-			UniqueFinished: driver.UniqueFinishedMask(p.UniqueFinished)}
+			UniqueFinished: driver.UniqueFinishedMask(p.UniqueFinished),
+			FlowKey:        nullString(p.Key), SequenceKey: nullString(p.Sequence)}
 	}
 	if len(jobs) == 0 {
 		return 0, nil

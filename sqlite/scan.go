@@ -13,7 +13,8 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 	attempt, max_attempts, errors, expiries, last_error,
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
 	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
-	cancel_requested_at`
+	cancel_requested_at,
+	flow_key, sequence_key`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -29,6 +30,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		scheduledAt, createdAt                   int64
 		state, expiryPolicy                      string
 		args, metadata                           []byte
+		flowKey, sequenceKey                     sql.NullString
 	)
 	err := s.Scan(
 		&j.ID, &j.Kind, &j.Queue, &state, &j.Priority, &args, &metadata, &uniqueKey,
@@ -36,6 +38,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
 		&cancelRequestedAt,
+		&flowKey, &sequenceKey,
 	)
 	if err != nil {
 		return nil, err
@@ -57,6 +60,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.CreatedAt = fromMicros(createdAt)
 	j.FinalizedAt = nullTime(finalizedAt)
 	j.CancelRequestedAt = nullTime(cancelRequestedAt)
+	j.Key, j.Sequence = flowKey.String, sequenceKey.String
 	return &j, nil
 }
 

@@ -135,9 +135,9 @@ func TestJobsListAndShow(t *testing.T) {
 		if r := b.run(t, "jobs", "list"); r.err != nil || r.out != "" || !strings.Contains(r.errOut, "no jobs match") {
 			t.Fatalf("jobs list on an empty database: %+v", r)
 		}
-		b.enqueue(t, "--kind", "charge", "--queue", "payments", "--args", `{"p":1}`)                           // 1: will expire and be retried
-		b.enqueue(t, "--kind", "charge", "--queue", "hold", "--args", `{"p":2}`)                               // 2: running
-		b.enqueue(t, "--kind", "email", "--queue", "payments", "--unique-key", "welcome-7", "--priority", "3") // 3
+		b.enqueue(t, "--kind", "charge", "--queue", "payments", "--args", `{"p":1}`)                                                                      // 1: will expire and be retried
+		b.enqueue(t, "--kind", "charge", "--queue", "hold", "--args", `{"p":2}`)                                                                          // 2: running
+		b.enqueue(t, "--kind", "email", "--queue", "payments", "--unique-key", "welcome-7", "--priority", "3", "--key", "cust-9", "--sequence", "cust-9") // 3
 
 		expired := b.crash(t, "payments")
 		if expired.ID != 1 || expired.State != leasetype.JobStateAvailable {
@@ -178,6 +178,9 @@ func TestJobsListAndShow(t *testing.T) {
 			{[]string{"--queue", "payments"}, "[3 1]"},
 			{[]string{"--kind", "charge"}, "[2 1]"},
 			{[]string{"--unique-key", "welcome-7"}, "[3]"},
+			{[]string{"--key", "cust-9"}, "[3]"},
+			{[]string{"--sequence", "cust-9"}, "[3]"},
+			{[]string{"--key", "cust-1"}, "[]"},
 			{[]string{"--limit", "1"}, "[3]"},
 			{[]string{"--limit", "1", "--before-id", "3"}, "[2]"},
 			{[]string{"--state", "stuck"}, "[]"},
@@ -187,10 +190,13 @@ func TestJobsListAndShow(t *testing.T) {
 			}
 		}
 		list("--unique-key", "welcome-7")
-		if got[0].Priority != 3 || string(got[0].Args) != "{}" || got[0].UniqueKey != "welcome-7" {
+		if got[0].Priority != 3 || string(got[0].Args) != "{}" || got[0].UniqueKey != "welcome-7" || got[0].Key != "cust-9" || got[0].Sequence != "cust-9" {
 			t.Fatalf("jobs list --json job 3 = %+v", got[0])
 		}
 
+		if r := b.run(t, "sequences"); r.err != nil || !strings.Contains(r.errOut, "no blocked sequences") {
+			t.Fatalf("sequences with none blocked: %+v", r)
+		}
 		b.fails(t, `--state "bogus" is not a job state`, "jobs", "list", "--state", "bogus")
 		b.fails(t, "--limit 0 is outside 1 to 10000", "jobs", "list", "--limit", "0")
 		b.fails(t, `invalid argument "x" for "--before-id"`, "jobs", "list", "--before-id", "x")

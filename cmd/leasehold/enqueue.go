@@ -50,6 +50,7 @@ func parseObject(flag, s string) (json.RawMessage, error) {
 // enqueueOptions are enqueue's flags.
 type enqueueOptions struct {
 	kind, args, queue, runAt, uniqueKey, metadata string
+	key, sequence                                 string
 	priority, maxAttempts                         int
 	leaseTTL                                      time.Duration
 	json                                          bool
@@ -106,6 +107,8 @@ The JSON is checked before the database is touched.`,
 	f.IntVar(&o.priority, "priority", 0, "priority, 1 (claimed first) to 4 (default 1)")
 	f.StringVar(&o.runAt, "run-at", "", "earliest run time, RFC 3339 (2030-01-02T03:04:05Z); default now")
 	f.StringVar(&o.uniqueKey, "unique-key", "", "idempotency key: no second job while one with this key is unfinished")
+	f.StringVar(&o.key, "key", "", "flow-control key: per-key limits, rate limits and fairness count the job under it")
+	f.StringVar(&o.sequence, "sequence", "", "sequence key: jobs with the same one run one after another in insert order")
 	f.IntVar(&o.maxAttempts, "max-attempts", 0, "handler failures before the job is discarded (default: the client's, 25)")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 0, "lease duration for this job (default: the worker's)")
 	f.StringVar(&o.metadata, "metadata", "", "metadata, a JSON object; @FILE or - as for --args")
@@ -150,7 +153,8 @@ func (o *enqueueOptions) build(cmd *cobra.Command) (leasehold.JobArgs, *leasehol
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := &leasehold.InsertOpts{Queue: o.queue, Priority: o.priority, MaxAttempts: o.maxAttempts, LeaseTTL: o.leaseTTL, UniqueKey: o.uniqueKey}
+	opts := &leasehold.InsertOpts{Queue: o.queue, Priority: o.priority, MaxAttempts: o.maxAttempts, LeaseTTL: o.leaseTTL, UniqueKey: o.uniqueKey,
+		Key: o.key, Sequence: o.sequence}
 	f := cmd.Flags()
 	if f.Changed("queue") && o.queue == "" {
 		return nil, nil, fmt.Errorf("--queue is empty")

@@ -37,6 +37,7 @@ func newJobsCmd(g *globalOptions) *cobra.Command {
 type jobsListOptions struct {
 	states                 []string
 	queue, kind, uniqueKey string
+	key, sequence          string
 	limit                  int
 	beforeID               int64
 	json                   bool
@@ -85,6 +86,8 @@ States: ` + statesList() + `.`,
 	f.StringVar(&o.queue, "queue", "", "only jobs of this queue")
 	f.StringVar(&o.kind, "kind", "", "only jobs of this kind")
 	f.StringVar(&o.uniqueKey, "unique-key", "", "only jobs with this unique key")
+	f.StringVar(&o.key, "key", "", "only jobs with this flow-control key (InsertOpts.Key, WorkerOpts.KeyBy)")
+	f.StringVar(&o.sequence, "sequence", "", "only jobs of this sequence (InsertOpts.Sequence, WorkerOpts.SequenceBy)")
 	f.IntVar(&o.limit, "limit", 50, "most jobs shown, 1 to 10000")
 	f.Int64Var(&o.beforeID, "before-id", 0, "only jobs with an ID below this (paging)")
 	addJSONFlag(cmd, &o.json)
@@ -102,7 +105,7 @@ func (o *jobsListOptions) params() (*leasehold.JobListParams, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &leasehold.JobListParams{States: states, Queue: o.queue, Kind: o.kind, UniqueKey: o.uniqueKey, BeforeID: o.beforeID, Limit: o.limit}, nil
+	return &leasehold.JobListParams{States: states, Queue: o.queue, Kind: o.kind, UniqueKey: o.uniqueKey, Key: o.key, Sequence: o.sequence, BeforeID: o.beforeID, Limit: o.limit}, nil
 }
 
 func parseStates(in []string) ([]leasetype.JobState, error) {
@@ -229,6 +232,8 @@ func writeJobDetail(w io.Writer, r *leasetype.JobRow, now time.Time) error {
 	t.row("Errors", r.Errors)
 	t.row("Lease expiries", r.Expiries)
 	t.row("Unique key", orDash(r.UniqueKey))
+	t.row("Key", orDash(r.Key))
+	t.row("Sequence", orDash(r.Sequence))
 	t.row("Scheduled", fmtTime(&r.ScheduledAt))
 	t.row("Created", fmtTime(&r.CreatedAt))
 	t.row("Finalized", fmtTime(r.FinalizedAt))

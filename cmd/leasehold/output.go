@@ -151,6 +151,8 @@ type jobJSON struct {
 	Args         json.RawMessage        `json:"args"`
 	Metadata     json.RawMessage        `json:"metadata"`
 	UniqueKey    string                 `json:"unique_key,omitempty"`
+	Key          string                 `json:"key,omitempty"`
+	Sequence     string                 `json:"sequence,omitempty"`
 	Attempt      int                    `json:"attempt"`
 	MaxAttempts  int                    `json:"max_attempts"`
 	Errors       int                    `json:"errors"`
@@ -175,6 +177,7 @@ func toJobJSON(r *leasetype.JobRow) *jobJSON {
 	j := &jobJSON{
 		ID: r.ID, Kind: r.Kind, Queue: r.Queue, State: r.State, Priority: r.Priority,
 		Args: rawOr(r.EncodedArgs, "{}"), Metadata: rawOr(r.Metadata, "{}"), UniqueKey: r.UniqueKey,
+		Key: r.Key, Sequence: r.Sequence,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Errors: r.Errors, Expiries: r.Expiries, LastError: r.LastError,
 		LeaseToken: r.LeaseToken, LeaseOwner: r.LeaseOwner, LeasedAt: r.LeasedAt, LeaseUntil: r.LeaseUntil,
 		HeartbeatAt: r.HeartbeatAt, Heartbeats: r.Heartbeats, ExpiryPolicy: r.ExpiryPolicy,
@@ -196,9 +199,9 @@ func rawOr(b []byte, def string) json.RawMessage {
 
 // jobsTable writes the one-line-per-job table of jobs list and stuck list.
 func jobsTable(w io.Writer, rows []*leasetype.JobRow, now time.Time) error {
-	t := newTable(w, "ID", "STATE", "QUEUE", "KIND", "PRI", "ATTEMPT", "ERRORS", "EXPIRIES", "SCHEDULED", "CREATED", "OWNER", "LEASE LEFT", "LAST ERROR")
+	t := newTable(w, "ID", "STATE", "QUEUE", "KIND", "KEY", "PRI", "ATTEMPT", "ERRORS", "EXPIRIES", "SCHEDULED", "CREATED", "OWNER", "LEASE LEFT", "LAST ERROR")
 	for _, r := range rows {
-		t.row(r.ID, stateCell(r), r.Queue, r.Kind, r.Priority, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts), r.Errors, r.Expiries,
+		t.row(r.ID, stateCell(r), r.Queue, r.Kind, orDash(r.Key), r.Priority, fmt.Sprintf("%d/%d", r.Attempt, r.MaxAttempts), r.Errors, r.Expiries,
 			fmtTime(&r.ScheduledAt), fmtTime(&r.CreatedAt), orDash(ownerIfHeld(r)), leaseLeft(r, now), orDash(truncate(r.LastError, 60)))
 	}
 	return t.flush()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/dashboard"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/dburl"
 	"github.com/leasehold/leasehold/migrate"
 )
@@ -30,6 +31,7 @@ type operator interface {
 	QueuePause(ctx context.Context, name string) error
 	QueueResume(ctx context.Context, name string) error
 	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
+	SequencesBlocked(ctx context.Context, params *leasehold.SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error)
 }
 
 var _ operator = (*leasehold.Client[any])(nil)

@@ -13,6 +13,7 @@ import (
 type PruneExecutor interface {
 	JobPrune(ctx context.Context, params *driver.JobPruneParams) (int64, error)
 	AttemptPrune(ctx context.Context, params *driver.AttemptPruneParams) (int64, error)
+	KeyWindowPrune(ctx context.Context, params *driver.KeyWindowPruneParams) (int64, error)
 }
 
 // Pruning batches: PruneBatch is the most rows one delete statement
@@ -88,11 +89,17 @@ func (p *Pruner) RunOnce(ctx context.Context) error {
 		}
 	}
 	if p.Attempts >= 0 {
-		return p.batches(ctx, func() (int64, error) {
+		err := p.batches(ctx, func() (int64, error) {
 			return p.Exec.AttemptPrune(ctx, &driver.AttemptPruneParams{OlderThan: p.Attempts, Limit: PruneBatch})
 		})
+		if err != nil {
+			return err
+		}
 	}
-	return nil
+	// Per-key rate windows that ended hold nothing a claim reads.
+	return p.batches(ctx, func() (int64, error) {
+		return p.Exec.KeyWindowPrune(ctx, &driver.KeyWindowPruneParams{Limit: PruneBatch})
+	})
 }
 
 func (p *Pruner) batches(ctx context.Context, del func() (int64, error)) error {

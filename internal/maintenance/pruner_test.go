@@ -17,6 +17,15 @@ type pruneExec struct {
 	jobs, attempts int64
 	jobCalls       []*driver.JobPruneParams
 	attemptCalls   int
+	windows        int64 // ended key rate windows
+	windowCalls    int
+}
+
+func (e *pruneExec) KeyWindowPrune(ctx context.Context, p *driver.KeyWindowPruneParams) (int64, error) {
+	e.windowCalls++
+	n := min(e.windows, int64(p.Limit))
+	e.windows -= n
+	return n, nil
 }
 
 func (e *pruneExec) JobPrune(ctx context.Context, p *driver.JobPruneParams) (int64, error) {
@@ -35,7 +44,7 @@ func (e *pruneExec) AttemptPrune(ctx context.Context, p *driver.AttemptPrunePara
 
 func TestPrunerRunOnce(t *testing.T) {
 	t.Parallel()
-	exec := &pruneExec{jobs: 2*PruneBatch + 5, attempts: PruneMaxBatches*PruneBatch + 1}
+	exec := &pruneExec{jobs: 2*PruneBatch + 5, attempts: PruneMaxBatches*PruneBatch + 1, windows: PruneBatch + 3}
 	var pruned int64
 	p := &Pruner{
 		Exec: exec, Logger: slog.New(slog.DiscardHandler),
@@ -59,7 +68,11 @@ func TestPrunerRunOnce(t *testing.T) {
 	if exec.attemptCalls != PruneMaxBatches || exec.attempts != 1 {
 		t.Fatalf("%d attempt deletes leaving %d rows, want %d leaving 1", exec.attemptCalls, exec.attempts, PruneMaxBatches)
 	}
-	if want := int64(2*PruneBatch + 5 + PruneMaxBatches*PruneBatch); pruned != want {
+	// Ended key rate windows go too, in batches.
+	if exec.windowCalls != 2 || exec.windows != 0 {
+		t.Fatalf("%d key window deletes leaving %d rows, want 2 leaving 0", exec.windowCalls, exec.windows)
+	}
+	if want := int64(2*PruneBatch + 5 + PruneMaxBatches*PruneBatch + PruneBatch + 3); pruned != want {
 		t.Fatalf("OnPruned counted %d rows, want %d", pruned, want)
 	}
 }

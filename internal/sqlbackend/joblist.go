@@ -27,6 +27,8 @@ const (
 	jobListByQueue     = ` AND queue = ?`
 	jobListByKind      = ` AND kind = ?`
 	jobListByUniqueKey = ` AND unique_key = ?`
+	jobListByKey       = ` AND flow_key = ?`
+	jobListBySequence  = ` AND sequence_key = ?`
 	jobListBeforeID    = ` AND id < ?`
 	jobListSuffix      = ` ORDER BY id DESC LIMIT ?`
 )
@@ -56,6 +58,8 @@ func ListJobs(ctx context.Context, q Querier, s *JobListSQL, params *driver.JobL
 		{jobListByQueue, params.Queue},
 		{jobListByKind, params.Kind},
 		{jobListByUniqueKey, params.UniqueKey},
+		{jobListByKey, params.Key},
+		{jobListBySequence, params.Sequence},
 	} {
 		if f.value != "" {
 			b.WriteString(f.sql)

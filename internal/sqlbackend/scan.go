@@ -3,6 +3,7 @@ package sqlbackend
 import (
 	"context"
 	"database/sql"
+	"slices"
 
 	"github.com/leasehold/leasehold/leasetype"
 )
@@ -66,4 +67,17 @@ func scanID(s RowScanner) (int64, error) {
 	var id int64
 	err := s.Scan(&id)
 	return id, err
+}
+
+// LeadScanner scans a row's leading columns into Lead and the rest into the
+// destinations its caller passes, so that a row scanner of the job columns
+// reads rows that start with columns of their own.
+type LeadScanner struct {
+	S    RowScanner
+	Lead []any
+}
+
+// Scan implements RowScanner.
+func (l LeadScanner) Scan(dest ...any) error {
+	return l.S.Scan(append(slices.Clip(l.Lead), dest...)...)
 }

@@ -1,0 +1,75 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func keyFromArgsCases() []struct {
+	name, args string
+	paths      []string
+	want, err  string
+} {
+	return []struct {
+		name, args string
+		paths      []string
+		want, err  string
+	}{
+		{"string", `{"customer_id":"c-1"}`, []string{"customer_id"}, "c-1", ""},
+		{"number keeps its text", `{"customer_id":12345678901234567890}`, []string{"customer_id"}, "12345678901234567890", ""},
+		{"bool", `{"vip":true}`, []string{"vip"}, "true", ""},
+		{"nested", `{"customer":{"id":"c-2"}}`, []string{"customer.id"}, "c-2", ""},
+		{"several paths", `{"m":"m1","c":7}`, []string{"m", "c"}, "m1|7", ""},
+		{"missing", `{"other":1}`, []string{"customer_id"}, "", `no value at "customer_id"`},
+		{"missing nested", `{"customer":{}}`, []string{"customer.id"}, "", `no value at "customer.id"`},
+		{"through a scalar", `{"customer":"c-3"}`, []string{"customer.id"}, "", "no object"},
+		{"null", `{"customer_id":null}`, []string{"customer_id"}, "", "is null"},
+		{"object", `{"customer_id":{"a":1}}`, []string{"customer_id"}, "", "object or array"},
+		{"array", `{"customer_id":[1]}`, []string{"customer_id"}, "", "object or array"},
+		{"empty", `{"customer_id":""}`, []string{"customer_id"}, "", "empty"},
+	}
+}
+
+func TestKeyFromArgs(t *testing.T) {
+	for _, tc := range keyFromArgsCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			paths, err := parseKeyPaths("KeyBy", tc.paths)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := keyFromArgs("KeyBy", "charge", paths, []byte(tc.args))
+			if tc.err != "" {
+				if err == nil || !errors.Is(err, ErrInvalidArgs) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want ErrInvalidArgs saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("key %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseKeyPathsRefusesBadPaths(t *testing.T) {
+	for _, p := range []string{"", ".id", "customer.", "a..b"} {
+		if _, err := parseKeyPaths("KeyBy", []string{p}); err == nil {
+			t.Errorf("path %q accepted", p)
+		}
+	}
+}
+
+func TestAddWorkerRefusesBadKeyOptions(t *testing.T) {
+	w := WorkFunc[keyTestArgs](func(ctx context.Context, j *Job[keyTestArgs]) error { return nil })
+	for _, o := range []WorkerOpts{{KeyBy: []string{"a..b"}}, {SequenceBy: []string{""}}, {KeyLimit: -1}, {SequencePolicy: "skip"}} {
+		if err := AddWorkerSafely(NewWorkers(), w, &o); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("options %+v: error %v, want ErrInvalidConfig", o, err)
+		}
+	}
+}
+
+type keyTestArgs struct{}
+
+func (keyTestArgs) Kind() string { return "key_test" }
