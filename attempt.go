@@ -34,6 +34,8 @@ func (c *clientCore) runJob(l *lease) {
 	if c.interrupted.Load() {
 		cancel(ErrClientStopping)
 	}
+	l.hctx = leaseContext{Context: ctx, lease: l}
+	ctx = &l.hctx
 	if l.entry != nil && l.entry.opts.Timeout > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, l.entry.opts.Timeout)

@@ -34,6 +34,7 @@ var jobColumnTypes = [...]uint32{
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.TextOID, pgtype.Int8OID, pgtype.TextOID,
 	pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.Int4OID, pgtype.Int8OID,
 	pgtype.TextOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID,
+	pgtype.TextOID, pgtype.TextOID,
 }
 
 // binaryJobColumns reports whether rows can be read with jobDecoder: the
@@ -117,6 +118,10 @@ func (d *jobDecoder) decode(vals [][]byte) (*leasetype.JobRow, error) {
 	j.CreatedAt = r.time()
 	j.FinalizedAt = d.timePtr(&r)
 	j.CancelRequestedAt = d.timePtr(&r)
+	j.Stage = r.string()
+	if b := r.raw(); len(b) > 0 {
+		j.StageState = append([]byte(nil), b...)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}

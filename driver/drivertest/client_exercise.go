@@ -78,6 +78,8 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"CancelRunning", testClientCancelRunning[TTx]},
 		{"CancelCrashedHolder", testClientCancelCrashedHolder[TTx]},
 		{"PeriodicLeaderKilled", testClientPeriodicLeaderKilled[TTx]},
+		{"Checkpoint", testClientCheckpoint[TTx]},
+		{"CheckpointFenced", testClientCheckpointFenced[TTx]},
 		{"PeriodicRestart", testClientPeriodicRestart[TTx]},
 		{"PeriodicLeaderStepsDown", testClientPeriodicLeaderStepsDown[TTx]},
 		{"Retention", testClientRetention[TTx]},
