@@ -30,6 +30,20 @@ type InsertOpts struct {
 	// UniqueOpts makes the job unique by its args, queue or period, and
 	// can keep the key held in finished states; see UniqueOpts.
 	UniqueOpts UniqueOpts
+
+	// DependsOn are the IDs of jobs this one waits for: it is inserted in
+	// state pending and becomes available in the same write that completes
+	// the last of them (see the package documentation, Dependencies).
+	DependsOn []int64
+	// DependsOnIndex are positions, in the same InsertMany call, of earlier
+	// jobs this one waits for (a later position is refused: that rules out
+	// cycles).
+	DependsOnIndex []int
+	// DependencyPolicy says what happens when a dependency is discarded or
+	// cancelled: DependencyCancel (the default) cancels this job, and the
+	// jobs waiting on it; DependencyWait keeps it pending for an operator,
+	// and retrying the dependency lets it continue.
+	DependencyPolicy leasetype.DependencyPolicy
 }
 
 // InsertManyParams is one job of a batch insert.

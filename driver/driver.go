@@ -301,6 +301,16 @@ type JobInsertParams struct {
 	// hold a key. Stored with the job (the bitmask UniqueFinishedMask
 	// encodes) and enforced by the unique index.
 	UniqueFinished []leasetype.JobState
+
+	// DependsOn are the IDs of existing jobs this one waits for; see
+	// JobInsertMany and DependencyExecutor.
+	DependsOn []int64
+	// DependsOnIndex are the positions, in the same JobInsertMany call, of
+	// earlier jobs this one waits for.
+	DependsOnIndex []int
+	// DependencyPolicy applies when a dependency is discarded or
+	// cancelled; empty means leasetype.DependencyCancel.
+	DependencyPolicy leasetype.DependencyPolicy
 }
 
 // JobInsertResult is the outcome of inserting one job.

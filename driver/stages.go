@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/leasetype"
@@ -64,3 +66,112 @@ const MaxStageStateBytes = 16 << 10
 
 // MaxStageNameBytes is the longest stage name.
 const MaxStageNameBytes = 128
+
+// Dependencies. A job inserted (JobInsertMany) with DependsOn or
+// DependsOnIndex waits in state pending until every dependency completed;
+// the statement that completes the last one (whatever writes it: JobFinish,
+// an operator's JobSetState, a bulk action) makes it available, or
+// scheduled when its ScheduledAt is in the future, and wakes its queue's
+// listeners. A dependency that is already completed at insert does not
+// count. When a dependency is discarded or cancelled, a waiting job with
+// DependencyCancel is cancelled in the same statement (LastError names the
+// dependency), and so, transitively, are the jobs waiting on it; a
+// dependency moved out of discarded or cancelled again (retried) puts the
+// jobs it cancelled back to pending. A job with DependencyWait stays
+// pending. An unknown dependency ID is an error wrapping ErrNotFound, and
+// nothing is inserted. A job that was UniqueSkipped gets no edges.
+//
+// Cycles cannot be made: a job's dependencies are set once, at its insert,
+// and name jobs that exist already or come earlier in the same call, so
+// every edge runs from an older job to a newer one. DependsOnIndex must
+// therefore point backwards; a forward or self index is an error.
+
+// ValidateDependencies checks the DependsOnIndex of every job of a
+// JobInsertMany call: each must name an earlier position.
+func ValidateDependencies(jobs []*JobInsertParams) error {
+	for i, p := range jobs {
+		for _, idx := range p.DependsOnIndex {
+			if idx < 0 || idx >= i {
+				return fmt.Errorf("job %d of the batch depends on position %d: a job may depend only on jobs inserted before it (which also rules out cycles)", i, idx)
+			}
+		}
+		for _, id := range p.DependsOn {
+			if id <= 0 {
+				return fmt.Errorf("job %d of the batch depends on job ID %d: not a job ID", i, id)
+			}
+		}
+		if p.DependencyPolicy != "" && !p.DependencyPolicy.Valid() {
+			return fmt.Errorf("job %d of the batch: unknown dependency policy %q", i, p.DependencyPolicy)
+		}
+	}
+	return nil
+}
+
+// HasDependencies reports whether any job of a batch has dependencies.
+func HasDependencies(jobs []*JobInsertParams) bool {
+	for _, p := range jobs {
+		if len(p.DependsOn) > 0 || len(p.DependsOnIndex) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// DependencyParents returns the distinct parent IDs of job i of a batch
+// whose earlier results are results, in ascending order.
+func DependencyParents(p *JobInsertParams, results []*JobInsertResult) []int64 {
+	ids := append([]int64(nil), p.DependsOn...)
+	for _, idx := range p.DependsOnIndex {
+		ids = append(ids, results[idx].Job.ID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// DependencyPolicyOf returns p's policy, DependencyCancel when empty.
+func DependencyPolicyOf(p *JobInsertParams) leasetype.DependencyPolicy {
+	if p.DependencyPolicy == "" {
+		return leasetype.DependencyCancel
+	}
+	return p.DependencyPolicy
+}
+
+// DependencyOutcome is what a new job's parents' states make of it.
+type DependencyOutcome struct {
+	// Waiting counts the parents not completed.
+	Waiting int
+	// FailedParent is a discarded or cancelled parent, 0 when none.
+	FailedParent int64
+	// FailedState is that parent's state.
+	FailedState leasetype.JobState
+}
+
+// Cancelled reports whether the new job is cancelled at insert under policy.
+func (o DependencyOutcome) Cancelled(policy leasetype.DependencyPolicy) bool {
+	return o.FailedParent != 0 && policy == leasetype.DependencyCancel
+}
+
+// CancelNote is the LastError of a job cancelled by its dependency.
+func (o DependencyOutcome) CancelNote() string {
+	return fmt.Sprintf("cancelled: dependency %d was %s", o.FailedParent, o.FailedState)
+}
+
+// EvaluateDependencies computes the outcome of parents' states (by ID);
+// it returns an error wrapping ErrNotFound for a parent missing from states.
+func EvaluateDependencies(parents []int64, states map[int64]leasetype.JobState) (DependencyOutcome, error) {
+	var o DependencyOutcome
+	for _, id := range parents {
+		st, ok := states[id]
+		switch {
+		case !ok:
+			return o, fmt.Errorf("dependency %d: %w", id, ErrNotFound)
+		case st == leasetype.JobStateCompleted:
+		default:
+			o.Waiting++
+			if (st == leasetype.JobStateDiscarded || st == leasetype.JobStateCancelled) && o.FailedParent == 0 {
+				o.FailedParent, o.FailedState = id, st
+			}
+		}
+	}
+	return o, nil
+}

@@ -43,7 +43,7 @@ SELECT job_id, attempt, token, stage, coalesce(state::text, ''), at
 FROM leasehold_stage WHERE job_id = $1 ORDER BY id`
 
 // jobDependenciesSQL is the edges of job $1, parents first, each with both
-// jobs' states (a job pruned since reads as '').
+// jobs' states (a job pruned since reads as ”).
 const jobDependenciesSQL = `
 SELECT d.parent_id, d.child_id, coalesce(p.state, ''), coalesce(c.state, ''), d.child_id = $1 AS upstream
 FROM leasehold_job_dep d

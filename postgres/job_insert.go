@@ -109,7 +109,13 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	if len(jobs) == 0 {
 		return results, nil
 	}
-	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx {
+	deps := driver.HasDependencies(jobs)
+	if deps {
+		if err := driver.ValidateDependencies(jobs); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx && !deps {
 		var results []*driver.JobInsertResult
 		err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) (err error) {
 			results, err = e.insertAlone(ctx, jobs[0], s)
@@ -119,7 +125,10 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	}
 	err := e.withSender(ctx, params.SenderTracker, func(e *executor, s *sender) error {
 		return e.inTx(ctx, func(tx *executor) error {
-			return tx.insertManyTx(ctx, jobs, results, s)
+			if err := tx.insertManyTx(ctx, jobs, results, s); err != nil || !deps {
+				return err
+			}
+			return tx.applyDependencies(ctx, jobs, results)
 		})
 	})
 	if err != nil {

@@ -80,6 +80,8 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"PeriodicLeaderKilled", testClientPeriodicLeaderKilled[TTx]},
 		{"Checkpoint", testClientCheckpoint[TTx]},
 		{"CheckpointFenced", testClientCheckpointFenced[TTx]},
+		{"Dependencies", testClientDependencies[TTx]},
+		{"DependencyFailure", testClientDependencyFailure[TTx]},
 		{"PeriodicRestart", testClientPeriodicRestart[TTx]},
 		{"PeriodicLeaderStepsDown", testClientPeriodicLeaderStepsDown[TTx]},
 		{"Retention", testClientRetention[TTx]},
