@@ -13,7 +13,7 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 	attempt, max_attempts, errors, expiries, last_error,
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
 	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
-	cancel_requested_at`
+	cancel_requested_at, stage, stage_state`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -26,6 +26,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		uniqueKey, lastError, leaseOwner         sql.NullString
 		leasedAt, leaseUntil, heartbeatAt, ttlMS sql.NullInt64
 		finalizedAt, cancelRequestedAt           sql.NullInt64
+		stage, stageState                        sql.NullString
 		scheduledAt, createdAt                   int64
 		state, expiryPolicy                      string
 		args, metadata                           []byte
@@ -35,7 +36,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
-		&cancelRequestedAt,
+		&cancelRequestedAt, &stage, &stageState,
 	)
 	if err != nil {
 		return nil, err
@@ -57,6 +58,10 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.CreatedAt = fromMicros(createdAt)
 	j.FinalizedAt = nullTime(finalizedAt)
 	j.CancelRequestedAt = nullTime(cancelRequestedAt)
+	j.Stage = stage.String
+	if stageState.Valid {
+		j.StageState = []byte(stageState.String)
+	}
 	return &j, nil
 }
 
