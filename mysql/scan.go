@@ -70,7 +70,7 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 	attempt, max_attempts, errors, expiries, last_error,
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
 	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
-	cancel_requested_at`
+	cancel_requested_at, stage, stage_state`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -84,6 +84,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		leasedAt, leaseUntil, heartbeatAt   dbTime
 		scheduledAt, createdAt, finalizedAt dbTime
 		cancelRequestedAt                   dbTime
+		stage, stageState                   sql.NullString
 		ttlMS                               sql.NullInt64
 		state, expiryPolicy                 string
 		args, metadata                      []byte
@@ -93,7 +94,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
-		&cancelRequestedAt,
+		&cancelRequestedAt, &stage, &stageState,
 	)
 	if err != nil {
 		return nil, err
@@ -115,6 +116,10 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.CreatedAt = createdAt.Time
 	j.FinalizedAt = finalizedAt.ptr()
 	j.CancelRequestedAt = cancelRequestedAt.ptr()
+	j.Stage = stage.String
+	if stageState.Valid {
+		j.StageState = []byte(stageState.String)
+	}
 	return &j, nil
 }
 
