@@ -35,7 +35,7 @@ const jobStagesSQL = `SELECT job_id, attempt, token, stage, state, at
 FROM leasehold_stage WHERE job_id = ? ORDER BY id`
 
 // jobDependenciesSQL is the edges of job ?, parents first, with both jobs'
-// states ('' for a job pruned since).
+// states (” for a job pruned since).
 const jobDependenciesSQL = `SELECT d.parent_id, d.child_id, COALESCE(p.state, ''), COALESCE(c.state, '')
 FROM leasehold_job_dep d
 LEFT JOIN leasehold_job p ON p.id = d.parent_id
