@@ -85,6 +85,9 @@ func (c *clientCore) callHandler(ctx context.Context, l *lease) (err error) {
 			err = &panicError{value: r, stack: string(debug.Stack())}
 		}
 	}()
+	if err := c.fillBatchOutcome(ctx, l.row); err != nil {
+		return err
+	}
 	if len(c.middleware.work) == 0 {
 		return l.entry.work(ctx, l.row)
 	}

@@ -156,16 +156,25 @@ func (o DependencyOutcome) CancelNote() string {
 	return fmt.Sprintf("cancelled: dependency %d was %s", o.FailedParent, o.FailedState)
 }
 
-// EvaluateDependencies computes the outcome of parents' states (by ID);
-// it returns an error wrapping ErrNotFound for a parent missing from states.
-func EvaluateDependencies(parents []int64, states map[int64]leasetype.JobState) (DependencyOutcome, error) {
+// EdgeSatisfied reports whether a parent in state no longer holds back a
+// child with policy: it completed, or, for DependencyAny, it finished
+// discarded or cancelled.
+func EdgeSatisfied(state leasetype.JobState, policy leasetype.DependencyPolicy) bool {
+	return state == leasetype.JobStateCompleted ||
+		policy == leasetype.DependencyAny && (state == leasetype.JobStateDiscarded || state == leasetype.JobStateCancelled)
+}
+
+// EvaluateDependencies computes the outcome of parents' states (by ID) for
+// a child with policy; it returns an error wrapping ErrNotFound for a
+// parent missing from states.
+func EvaluateDependencies(parents []int64, states map[int64]leasetype.JobState, policy leasetype.DependencyPolicy) (DependencyOutcome, error) {
 	var o DependencyOutcome
 	for _, id := range parents {
 		st, ok := states[id]
 		switch {
 		case !ok:
 			return o, fmt.Errorf("dependency %d: %w", id, ErrNotFound)
-		case st == leasetype.JobStateCompleted:
+		case EdgeSatisfied(st, policy):
 		default:
 			o.Waiting++
 			if (st == leasetype.JobStateDiscarded || st == leasetype.JobStateCancelled) && o.FailedParent == 0 {

@@ -31,10 +31,16 @@ const (
 	// DependencyWait keeps the waiting job pending for an operator: retrying
 	// the failed dependency lets it continue once that completes.
 	DependencyWait DependencyPolicy = "wait"
+	// DependencyAny runs the waiting job once every dependency finished,
+	// whatever its outcome: a discarded or cancelled dependency counts as
+	// done. Batch callbacks wait this way.
+	DependencyAny DependencyPolicy = "any"
 )
 
 // Valid reports whether p is one of the known policies.
-func (p DependencyPolicy) Valid() bool { return p == DependencyCancel || p == DependencyWait }
+func (p DependencyPolicy) Valid() bool {
+	return p == DependencyCancel || p == DependencyWait || p == DependencyAny
+}
 
 // DependencyRow is one edge of a job graph: Child waits for Parent.
 type DependencyRow struct {

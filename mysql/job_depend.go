@@ -61,6 +61,17 @@ JOIN leasehold_job j ON j.id = d.child_id
 WHERE d.parent_id = ? AND NOT d.satisfied AND j.state = 'pending' AND j.dependency_policy = 'cancel'
 FOR UPDATE`
 
+// depAnyTargetsSQL locks the unsatisfied edges of a failed parent to
+// children with the any policy, which count the failure as finished.
+const depAnyTargetsSQL = `SELECT d.child_id FROM leasehold_job_dep d
+JOIN leasehold_job j ON j.id = d.child_id
+WHERE d.parent_id = ? AND NOT d.satisfied AND j.dependency_policy = 'any'
+FOR UPDATE`
+
+// depSatisfySomeSQLFormat marks the edges from a parent (first argument)
+// to the children given satisfied.
+const depSatisfySomeSQLFormat = `UPDATE leasehold_job_dep SET satisfied = TRUE WHERE parent_id = ? AND child_id IN (%s)`
+
 // jobCancelByDepSQLFormat cancels children because parent (first argument,
 // with the note second) failed.
 const jobCancelByDepSQLFormat = `UPDATE leasehold_job SET
@@ -100,7 +111,7 @@ func applyDependencies(ctx context.Context, q querier, jobs []*driver.JobInsertP
 				states[id] = st
 			}
 		}
-		out, err := driver.EvaluateDependencies(parents, states)
+		out, err := driver.EvaluateDependencies(parents, states, driver.DependencyPolicyOf(p))
 		if err != nil {
 			return fmt.Errorf("record dependencies of job %d: %w", i, err)
 		}
@@ -116,7 +127,7 @@ func applyDependencies(ctx context.Context, q querier, jobs []*driver.JobInsertP
 				sb.WriteString(", ")
 			}
 			sb.WriteString("(?, ?, ?)")
-			args = append(args, id, child, states[id] == leasetype.JobStateCompleted)
+			args = append(args, id, child, driver.EdgeSatisfied(states[id], driver.DependencyPolicyOf(p)))
 		}
 		if _, err := q.ExecContext(ctx, sb.String(), args...); err != nil {
 			return fmt.Errorf("record dependencies: %w", err)
@@ -230,6 +241,20 @@ func propagateDependencies(ctx context.Context, q querier, ids []int64, old func
 				return err
 			}
 		case failedState(c.new) && !failedState(c.old):
+			// Children with the any policy count the failure as finished.
+			anyChildren, err := queryIDList(ctx, q, depAnyTargetsSQL, c.id)
+			if err != nil {
+				return err
+			}
+			if len(anyChildren) > 0 {
+				args := append([]any{c.id}, idArgs(anyChildren)...)
+				if _, err := q.ExecContext(ctx, fmt.Sprintf(depSatisfySomeSQLFormat, placeholders(len(anyChildren))), args...); err != nil {
+					return err
+				}
+				if _, err := q.ExecContext(ctx, fmt.Sprintf(jobReleaseSQLFormat, placeholders(len(anyChildren))), idArgs(anyChildren)...); err != nil {
+					return err
+				}
+			}
 			children, err := queryIDList(ctx, q, depCancelTargetsSQL, c.id)
 			if err != nil || len(children) == 0 {
 				if err != nil {

@@ -71,13 +71,13 @@ func (e *executor) applyDependencies(ctx context.Context, jobs []*driver.JobInse
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("record dependencies: %w", translateError(err))
 		}
-		out, err := driver.EvaluateDependencies(parents, states)
+		out, err := driver.EvaluateDependencies(parents, states, driver.DependencyPolicyOf(p))
 		if err != nil {
 			return fmt.Errorf("record dependencies of job %d: %w", i, err)
 		}
 		satisfied := make([]bool, len(parents))
 		for k, id := range parents {
-			satisfied[k] = states[id] == leasetype.JobStateCompleted
+			satisfied[k] = driver.EdgeSatisfied(states[id], driver.DependencyPolicyOf(p))
 		}
 		child := results[i].Job
 		if _, err := e.db.Exec(ctx, jobInsertEdgesSQL, parents, satisfied, child.ID); err != nil {

@@ -70,13 +70,13 @@ func applyDependencies(ctx context.Context, q querier, now int64, jobs []*driver
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("record dependencies: %w", err)
 		}
-		out, err := driver.EvaluateDependencies(parents, states)
+		out, err := driver.EvaluateDependencies(parents, states, driver.DependencyPolicyOf(p))
 		if err != nil {
 			return fmt.Errorf("record dependencies of job %d: %w", i, err)
 		}
 		child := results[i].Job
 		for _, id := range parents {
-			if _, err := q.ExecContext(ctx, jobInsertEdgeSQL, id, child.ID, states[id] == leasetype.JobStateCompleted); err != nil {
+			if _, err := q.ExecContext(ctx, jobInsertEdgeSQL, id, child.ID, driver.EdgeSatisfied(states[id], driver.DependencyPolicyOf(p))); err != nil {
 				return fmt.Errorf("record dependencies: %w", err)
 			}
 		}

@@ -82,6 +82,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"CheckpointFenced", testClientCheckpointFenced[TTx]},
 		{"Dependencies", testClientDependencies[TTx]},
 		{"DependencyFailure", testClientDependencyFailure[TTx]},
+		{"Batch", testClientBatch[TTx]},
 		{"PeriodicRestart", testClientPeriodicRestart[TTx]},
 		{"PeriodicLeaderStepsDown", testClientPeriodicLeaderStepsDown[TTx]},
 		{"Retention", testClientRetention[TTx]},

@@ -51,7 +51,7 @@ ALTER TABLE leasehold_job
          'completed', 'discarded', 'cancelled', 'stuck')),
     ADD CONSTRAINT leasehold_job_stage_check CHECK (stage IS NULL OR LENGTH(stage) BETWEEN 1 AND 128),
     ADD CONSTRAINT leasehold_job_stage_state_check CHECK (stage_state IS NULL OR JSON_VALID(stage_state)),
-    ADD CONSTRAINT leasehold_job_dependency_policy_check CHECK (dependency_policy IN ('cancel', 'wait'));
+    ADD CONSTRAINT leasehold_job_dependency_policy_check CHECK (dependency_policy IN ('cancel', 'wait', 'any'));
 
 CREATE TABLE leasehold_stage (
     id      BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,

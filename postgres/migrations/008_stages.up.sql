@@ -19,7 +19,9 @@
 -- that same statement. A discarded or cancelled parent cancels the waiting
 -- children whose dependency_policy is 'cancel' (cancelled_by_dep names it;
 -- nested triggers carry it down the graph); retrying that parent puts them
--- back to pending. has_dependents keeps the trigger from running for jobs
+-- back to pending. A child with dependency_policy 'any' (a batch's
+-- callback) counts a discarded or cancelled parent as finished, as a
+-- completed one. has_dependents keeps the trigger from running for jobs
 -- nobody waits on. Binaries that know version 7 never see a pending job
 -- (they claim, expire and prune other states only), hence the declaration.
 ALTER TABLE leasehold_job
@@ -27,7 +29,7 @@ ALTER TABLE leasehold_job
     ADD COLUMN stage_state       jsonb,
     ADD COLUMN deps_pending      integer NOT NULL DEFAULT 0,
     ADD COLUMN has_dependents    boolean NOT NULL DEFAULT false,
-    ADD COLUMN dependency_policy text    NOT NULL DEFAULT 'cancel' CHECK (dependency_policy IN ('cancel', 'wait')),
+    ADD COLUMN dependency_policy text    NOT NULL DEFAULT 'cancel' CHECK (dependency_policy IN ('cancel', 'wait', 'any')),
     ADD COLUMN cancelled_by_dep  bigint;
 
 ALTER TABLE leasehold_job DROP CONSTRAINT leasehold_job_state_check;
@@ -78,6 +80,28 @@ BEGIN
         -- Wake the released jobs' queues, as an insert would (at commit).
         PERFORM pg_notify('leasehold_insert', q) FROM unnest(queues) AS q;
     ELSIF NEW.state IN ('discarded', 'cancelled') THEN
+        -- Children with the 'any' policy (batch callbacks) count a failed
+        -- parent as finished.
+        WITH satisfied AS (
+            UPDATE leasehold_job_dep d SET satisfied = true
+            FROM leasehold_job c
+            WHERE d.parent_id = NEW.id AND NOT d.satisfied
+                AND c.id = d.child_id AND c.dependency_policy = 'any'
+            RETURNING d.child_id
+        ), released AS (
+            UPDATE leasehold_job SET
+                deps_pending = deps_pending - 1,
+                state = CASE WHEN deps_pending > 1 THEN state
+                    WHEN scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
+                scheduled_at = CASE WHEN deps_pending > 1 THEN scheduled_at
+                    ELSE greatest(scheduled_at, now()) END
+            FROM satisfied
+            WHERE id = satisfied.child_id AND state = 'pending'
+            RETURNING queue, state
+        )
+        SELECT array_agg(DISTINCT queue) INTO queues FROM released WHERE state = 'available';
+        -- Wake the released jobs' queues, as an insert would (at commit).
+        PERFORM pg_notify('leasehold_insert', q) FROM unnest(queues) AS q;
         UPDATE leasehold_job SET
             state = 'cancelled',
             finalized_at = now(),

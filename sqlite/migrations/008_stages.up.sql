@@ -12,7 +12,8 @@
 -- child and makes the one reaching zero available (or scheduled); a
 -- discarded or cancelled parent cancels the waiting children whose
 -- dependency_policy is 'cancel' (cancelled_by_dep names it); a retried
--- parent puts them back to pending. Cancellation carries down the graph
+-- parent puts them back to pending. A child with dependency_policy 'any'
+-- (a batch's callback) counts a failed parent as finished. Cancellation carries down the graph
 -- through nested triggers, which need recursive_triggers on (sqlite.DSN
 -- sets it). has_dependents keeps the triggers off jobs nobody waits on.
 --
@@ -34,7 +35,7 @@ ALTER TABLE leasehold_job ADD COLUMN stage TEXT CHECK (stage IS NULL OR length(C
 ALTER TABLE leasehold_job ADD COLUMN stage_state TEXT;
 ALTER TABLE leasehold_job ADD COLUMN deps_pending INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE leasehold_job ADD COLUMN has_dependents INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE leasehold_job ADD COLUMN dependency_policy TEXT NOT NULL DEFAULT 'cancel' CHECK (dependency_policy IN ('cancel', 'wait'));
+ALTER TABLE leasehold_job ADD COLUMN dependency_policy TEXT NOT NULL DEFAULT 'cancel' CHECK (dependency_policy IN ('cancel', 'wait', 'any'));
 ALTER TABLE leasehold_job ADD COLUMN cancelled_by_dep INTEGER;
 
 CREATE TABLE leasehold_stage (
@@ -84,6 +85,20 @@ BEGIN
         last_error = 'cancelled: dependency ' || NEW.id || ' was ' || NEW.state
     WHERE state = 'pending' AND dependency_policy = 'cancel'
         AND id IN (SELECT child_id FROM leasehold_job_dep WHERE parent_id = NEW.id AND NOT satisfied);
+    -- Children with the 'any' policy (batch callbacks) count a failed
+    -- parent as finished.
+    UPDATE leasehold_job SET
+        deps_pending = deps_pending - 1,
+        state = CASE WHEN deps_pending > 1 THEN state
+            WHEN scheduled_at > CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000 THEN 'scheduled'
+            ELSE 'available' END,
+        scheduled_at = CASE WHEN deps_pending > 1 THEN scheduled_at
+            ELSE max(scheduled_at, CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000) END
+    WHERE state = 'pending' AND dependency_policy = 'any'
+        AND id IN (SELECT child_id FROM leasehold_job_dep WHERE parent_id = NEW.id AND NOT satisfied);
+    UPDATE leasehold_job_dep SET satisfied = 1
+    WHERE parent_id = NEW.id AND NOT satisfied
+        AND child_id IN (SELECT id FROM leasehold_job WHERE id = child_id AND dependency_policy = 'any');
 END;
 
 CREATE TRIGGER leasehold_job_dep_retried
