@@ -34,6 +34,8 @@ func (c *clientCore) runJob(l *lease) {
 	if c.interrupted.Load() {
 		cancel(ErrClientStopping)
 	}
+	l.hctx = leaseContext{Context: ctx, lease: l}
+	ctx = &l.hctx
 	if l.entry != nil && l.entry.opts.Timeout > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, l.entry.opts.Timeout)
@@ -90,6 +92,9 @@ func (c *clientCore) callHandler(ctx context.Context, l *lease) (err error) {
 			err = &panicError{value: r, stack: string(debug.Stack())}
 		}
 	}()
+	if err := c.fillBatchOutcome(ctx, l.row); err != nil {
+		return err
+	}
 	if len(c.middleware.work) == 0 {
 		return l.entry.work(ctx, l.row)
 	}

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -55,7 +56,13 @@ func (c *clientCore) insertOne(ctx context.Context, exec driver.Executor, args J
 func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, params []InsertManyParams, wake bool) ([]*InsertResult, error) {
 	var rows []*driver.JobInsertResult
 	err := c.withInsertMiddleware(ctx, params, func(ctx context.Context, ps []*driver.JobInsertParams) (err error) {
+		if err := checkDependencies(ps); err != nil {
+			return err
+		}
 		rows, err = exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: ps, SenderTracker: c.tracking(wake)})
+		if errors.Is(err, driver.ErrNotFound) {
+			return fmt.Errorf("%w: insert jobs: %w", ErrNotFound, err)
+		}
 		if err != nil {
 			return fmt.Errorf("leasehold: insert jobs: %w", err)
 		}
@@ -89,6 +96,9 @@ func (c *clientCore) insertFast(ctx context.Context, exec driver.Executor, param
 		for i, p := range ps {
 			if p.UniqueKey != "" || len(p.UniqueFinished) > 0 {
 				return fmt.Errorf("%w: job %d: InsertManyFast does not take unique keys; use InsertMany", ErrInvalidArgs, i)
+			}
+			if len(p.DependsOn) > 0 || len(p.DependsOnIndex) > 0 {
+				return fmt.Errorf("%w: job %d: InsertManyFast does not take dependencies; use InsertMany", ErrInvalidArgs, i)
 			}
 		}
 		if n, err = exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: ps, SenderTracker: c.tracking(wake)}); err != nil {
@@ -254,6 +264,9 @@ func (c *clientCore) buildInsert(args JobArgs, opts *InsertOpts) (*driver.JobIns
 		}
 		p.UniqueFinished = o.UniqueOpts.finishedStates()
 	}
+	if err := setDependencies(p, o); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -286,6 +299,7 @@ func mergeInsertOpts(base, over InsertOpts) InsertOpts {
 	if !over.UniqueOpts.isZero() {
 		base.UniqueOpts = over.UniqueOpts
 	}
+	base = mergeDependencyOpts(base, over)
 	if len(over.Metadata) > 0 {
 		m := maps.Clone(base.Metadata)
 		if m == nil {

@@ -305,8 +305,10 @@ func auditAction(action string, p *driver.JobSetStateParams) string {
 	return "resolve_retry"
 }
 
+// waitingOrStuck are the states an operator may cancel or discard a job in
+// (pending: waiting for dependencies).
 func waitingOrStuck() []leasetype.JobState {
-	return []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}
+	return []leasetype.JobState{leasetype.JobStatePending, leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}
 }
 
 func (c *clientCore) setState(ctx context.Context, exec driver.Executor, action string, p *driver.JobSetStateParams) (*leasetype.JobRow, error) {

@@ -163,7 +163,39 @@ when it returns (see Guarantees).
 Scheduled and retryable jobs are claimed once their ScheduledAt passes; the
 state becomes running at the claim. Completed, discarded and cancelled are
 final until an operator retries the job (JobRetry). Stuck jobs wait for
-ResolveStuck or an operator.
+ResolveStuck or an operator. A job inserted with dependencies
+(InsertOpts.DependsOn) starts pending and becomes available as described
+under Dependencies.
+
+# Stages
+
+A handler whose work has stages (authorize, capture, ledger) records each
+with Checkpoint, or CheckpointTx inside its own business transaction: one
+conditional write fenced by the lease's token and owner, which stores the
+stage and a small JSON state on the job row (JobRow.Stage, StageState; at
+most MaxStageStateBytes), appends it to the stage history (JobStages) and
+renews the lease as a heartbeat. A holder that lost its lease gets a
+*LeaseLostError and nothing is written. The next attempt, after a crash,
+an error or an expiry, sees the stage and its state; Stages runs a
+declared sequence of stages and skips those already recorded. This is not
+replay: code outside the stages runs on every attempt, and a stage
+interrupted before its checkpoint runs again.
+
+# Dependencies
+
+InsertOpts.DependsOn names jobs that must complete first (DependsOnIndex,
+earlier jobs of the same InsertMany call). Such a job is inserted pending
+and becomes available in the very statement that completes its last
+dependency, whichever client writes it — no sweep polls for it. When a
+dependency is discarded or cancelled, DependencyCancel (the default)
+cancels the job, and transitively the jobs waiting on it, with LastError
+naming the dependency; DependencyWait keeps it pending; retrying the
+dependency lets either continue. Dependencies are fixed at insert and
+name jobs that exist or come earlier in the call, so every edge runs from
+an older job to a newer one and a cycle cannot be formed. InsertBatch
+inserts members and a callback that runs once after all of them finished,
+whatever their outcome (DependencyAny), with their counts in its args
+(BatchOutcome).
 
 # Operator actions and the audit trail
 

@@ -41,6 +41,20 @@ type InsertOpts struct {
 	// most 256 bytes. Sequences are enforced by the keyed claim: see
 	// QueueConfig.Sequenced.
 	Sequence string
+
+	// DependsOn are the IDs of jobs this one waits for: it is inserted in
+	// state pending and becomes available in the same write that completes
+	// the last of them (see the package documentation, Dependencies).
+	DependsOn []int64
+	// DependsOnIndex are positions, in the same InsertMany call, of earlier
+	// jobs this one waits for (a later position is refused: that rules out
+	// cycles).
+	DependsOnIndex []int
+	// DependencyPolicy says what happens when a dependency is discarded or
+	// cancelled: DependencyCancel (the default) cancels this job, and the
+	// jobs waiting on it; DependencyWait keeps it pending for an operator,
+	// and retrying the dependency lets it continue.
+	DependencyPolicy leasetype.DependencyPolicy
 }
 
 // InsertManyParams is one job of a batch insert.

@@ -30,6 +30,8 @@ type lease struct {
 	// completer's queue, kept here so that ending a job allocates nothing.
 	outcome driver.JobFinish
 	request finishRequest
+	// hctx is the handler's context, carrying the lease for Checkpoint.
+	hctx leaseContext
 
 	mu         sync.Mutex
 	deadline   time.Time // local deadline (monotonic)

@@ -17,9 +17,9 @@ import (
 // with their labels and the states each applies to.
 var bulkActions = []bulkActionDef{
 	{leasehold.BulkRetry, "Retry", "", []leasetype.JobState{leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled, leasetype.JobStateStuck}},
-	{leasehold.BulkDiscard, "Discard", "danger", []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}},
-	{leasehold.BulkCancel, "Cancel", "plain", []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck, leasetype.JobStateRunning}},
-	{leasehold.BulkDelete, "Delete", "danger", []leasetype.JobState{leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled, leasetype.JobStateStuck}},
+	{leasehold.BulkDiscard, "Discard", "danger", []leasetype.JobState{leasetype.JobStatePending, leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck}},
+	{leasehold.BulkCancel, "Cancel", "plain", []leasetype.JobState{leasetype.JobStatePending, leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateStuck, leasetype.JobStateRunning}},
+	{leasehold.BulkDelete, "Delete", "danger", []leasetype.JobState{leasetype.JobStatePending, leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable, leasetype.JobStateCompleted, leasetype.JobStateDiscarded, leasetype.JobStateCancelled, leasetype.JobStateStuck}},
 }
 
 // bulkActionDef is a bulk action as the dashboard offers it.

@@ -402,6 +402,10 @@ type jobData struct {
 	CanRetry, CanCancel, CanCancelRunning, CanResolve bool
 	// Audit is the operator actions on the job, newest first.
 	Audit []*leasetype.AuditRow
+	// Stages is the job's stage history; Upstream the jobs it waits for,
+	// Downstream those waiting on it (when the source records them).
+	Stages               []*leasetype.StageRow
+	Upstream, Downstream []*leasetype.DependencyRow
 }
 
 func (h *handler) job(r *http.Request, p *pageData) error {
@@ -420,9 +424,12 @@ func (h *handler) job(r *http.Request, p *pageData) error {
 		return err
 	}
 	d := &jobData{Job: job, Attempts: attempts, Timeline: newTimeline(leasesOf(job, attempts, p.Now)), Audit: h.jobAudit(r, id)}
+	if err := h.jobStages(r, d); err != nil {
+		return err
+	}
 	switch job.State {
-	case leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable:
-		d.CanRetry = job.State != leasetype.JobStateAvailable
+	case leasetype.JobStatePending, leasetype.JobStateAvailable, leasetype.JobStateScheduled, leasetype.JobStateRetryable:
+		d.CanRetry = job.State != leasetype.JobStateAvailable && job.State != leasetype.JobStatePending
 		d.CanCancel = true
 	case leasetype.JobStateStuck:
 		// Resolving is the way out of stuck, with a note; "run it again"

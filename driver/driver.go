@@ -331,6 +331,16 @@ type JobInsertParams struct {
 	// Sequence, when not empty, is the job's sequence key (the
 	// sequence_key column), at most MaxKeyLen bytes.
 	Sequence string
+
+	// DependsOn are the IDs of existing jobs this one waits for; see
+	// JobInsertMany and DependencyExecutor.
+	DependsOn []int64
+	// DependsOnIndex are the positions, in the same JobInsertMany call, of
+	// earlier jobs this one waits for.
+	DependsOnIndex []int
+	// DependencyPolicy applies when a dependency is discarded or
+	// cancelled; empty means leasetype.DependencyCancel.
+	DependencyPolicy leasetype.DependencyPolicy
 }
 
 // MaxKeyLen is the longest flow-control or sequence key, in bytes.

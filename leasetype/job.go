@@ -11,6 +11,10 @@ type JobState string
 
 // Job states.
 const (
+	// JobStatePending jobs wait for their dependencies (InsertOpts.DependsOn)
+	// to complete; the write that completes the last one makes them
+	// available. They are never claimed, expired or pruned.
+	JobStatePending JobState = "pending"
 	// JobStateAvailable jobs can be claimed now.
 	JobStateAvailable JobState = "available"
 	// JobStateScheduled jobs can be claimed once their ScheduledAt passes.
@@ -36,7 +40,7 @@ const (
 // JobStates lists every state, in life-cycle order.
 func JobStates() []JobState {
 	return []JobState{
-		JobStateAvailable, JobStateScheduled, JobStateRunning, JobStateRetryable,
+		JobStatePending, JobStateAvailable, JobStateScheduled, JobStateRunning, JobStateRetryable,
 		JobStateCompleted, JobStateDiscarded, JobStateCancelled, JobStateStuck,
 	}
 }
@@ -140,4 +144,9 @@ type JobRow struct {
 	// SequenceBy), empty when it has none: jobs with the same sequence run
 	// one after another in ID order.
 	Sequence string `json:"sequence,omitempty"`
+	// Stage is the last stage checkpointed on the job (leasehold.Checkpoint),
+	// empty when none was. A new attempt resumes after it.
+	Stage string `json:"stage,omitempty"`
+	// StageState is the JSON state recorded with Stage, nil when none was.
+	StageState []byte `json:"stage_state,omitempty"`
 }

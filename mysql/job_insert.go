@@ -74,6 +74,12 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
+	deps := driver.HasDependencies(params.Jobs)
+	if deps {
+		if err := driver.ValidateDependencies(params.Jobs); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+	}
 	var out []*driver.JobInsertResult
 	wake := e.wakeSender(params.SenderTracker)
 	err := e.write(ctx, func(q querier) error {
@@ -91,6 +97,11 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 			}
 			ids = append(ids, id)
 			out[i] = &driver.JobInsertResult{Job: &leasetype.JobRow{ID: id}}
+		}
+		if deps {
+			if err := applyDependencies(ctx, q, params.Jobs, out); err != nil {
+				return err
+			}
 		}
 		if len(ids) == 0 {
 			return nil

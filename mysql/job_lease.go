@@ -503,7 +503,7 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		for _, it := range held {
 			written = append(written, it.ID)
 		}
-		return nil
+		return propagateDependencies(ctx, q, written, running)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish leases: %w", err)
@@ -558,6 +558,9 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 		args = append([]any{now}, idArgs(ids)...)
 		if _, err := q.ExecContext(ctx, fmt.Sprintf(jobAttemptInsertExpiredSQLFormat, placeholders(len(ids))), args...); err != nil {
 			return fmt.Errorf("record attempts: %w", err)
+		}
+		if err := propagateDependencies(ctx, q, ids, running); err != nil {
+			return fmt.Errorf("propagate to dependents: %w", err)
 		}
 		byID, err := jobsByID(ctx, q, ids)
 		if err != nil {

@@ -74,6 +74,9 @@ func (e *executor) JobSetState(ctx context.Context, params *driver.JobSetStatePa
 			// Not RowsAffected: a change that writes every column's own value
 			// back counts no rows (without clientFoundRows), yet it happened.
 			changed = true
+			if err := propagateDependencies(ctx, q, []int64{params.ID}, func(int64) leasetype.JobState { return current }); err != nil {
+				return err
+			}
 		}
 		var err error
 		job, err = scanJob(q.QueryRowContext(ctx, jobGetSQL, params.ID))

@@ -71,7 +71,7 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
 	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
 	cancel_requested_at,
-	flow_key, sequence_key`
+	flow_key, sequence_key, stage, stage_state`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -85,6 +85,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		leasedAt, leaseUntil, heartbeatAt   dbTime
 		scheduledAt, createdAt, finalizedAt dbTime
 		cancelRequestedAt                   dbTime
+		stage, stageState                   sql.NullString
 		ttlMS                               sql.NullInt64
 		state, expiryPolicy                 string
 		args, metadata                      []byte
@@ -96,7 +97,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
 		&cancelRequestedAt,
-		&flowKey, &sequenceKey,
+		&flowKey, &sequenceKey, &stage, &stageState,
 	)
 	if err != nil {
 		return nil, err
@@ -119,6 +120,10 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.FinalizedAt = finalizedAt.ptr()
 	j.CancelRequestedAt = cancelRequestedAt.ptr()
 	j.Key, j.Sequence = flowKey.String, sequenceKey.String
+	j.Stage = stage.String
+	if stageState.Valid {
+		j.StageState = []byte(stageState.String)
+	}
 	return &j, nil
 }
 

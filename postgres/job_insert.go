@@ -114,7 +114,13 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		return results, nil
 	}
 	tracker := params.SenderTracker
-	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx {
+	deps := driver.HasDependencies(jobs)
+	if deps {
+		if err := driver.ValidateDependencies(jobs); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx && !deps {
 		var results []*driver.JobInsertResult
 		err := e.withSender(ctx, tracker, func(on *executor, s *sender) (err error) {
 			results, err = on.insertAlone(ctx, jobs[0], s, e.limiter(), tracker)
@@ -126,7 +132,10 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		var notices noticesOf
 		err := on.inTx(ctx, func(tx *executor) (err error) {
 			notices, err = tx.insertManyTx(ctx, jobs, results, s, e.limiter(), tracker)
-			return err
+			if err != nil || !deps {
+				return err
+			}
+			return tx.applyDependencies(ctx, jobs, results)
 		})
 		notices.done(err)
 		return err

@@ -18,7 +18,8 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata,
 	leased_at, lease_until, heartbeat_at, heartbeats,
 	coalesce(lease_ttl_ms, 0), expiry_policy, scheduled_at, created_at, finalized_at,
 	cancel_requested_at,
-	coalesce(flow_key, ''), coalesce(sequence_key, '')`
+	coalesce(flow_key, ''), coalesce(sequence_key, ''),
+	coalesce(stage, ''), coalesce(stage_state::text, '')`
 
 // attemptColumns is the select list scanAttempt reads, in its order.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -38,6 +39,7 @@ type jobDest struct {
 	state string
 	pol   string
 	ttlMS int64
+	stage string // stage_state as text
 	dest  []any
 }
 
@@ -51,7 +53,8 @@ func newJobDest(lead ...any) *jobDest {
 		&j.LeasedAt, &j.LeaseUntil, &j.HeartbeatAt, &j.Heartbeats,
 		&d.ttlMS, &d.pol, &j.ScheduledAt, &j.CreatedAt, &j.FinalizedAt,
 		&j.CancelRequestedAt,
-		&j.Key, &j.Sequence)
+		&j.Key, &j.Sequence,
+		&j.Stage, &d.stage)
 	return d
 }
 
@@ -66,6 +69,9 @@ func (d *jobDest) scan(row pgx.Row) (*leasetype.JobRow, error) {
 	j.State = leasetype.JobState(d.state)
 	j.ExpiryPolicy = leasetype.ExpiryPolicy(d.pol)
 	j.LeaseTTL = time.Duration(d.ttlMS) * time.Millisecond
+	if d.stage != "" {
+		j.StageState = []byte(d.stage)
+	}
 	j.ScheduledAt = j.ScheduledAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
 	for _, t := range []*time.Time{j.LeasedAt, j.LeaseUntil, j.HeartbeatAt, j.FinalizedAt, j.CancelRequestedAt} {

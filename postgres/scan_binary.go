@@ -120,6 +120,10 @@ func (d *jobDecoder) decode(vals [][]byte) (*leasetype.JobRow, error) {
 	j.CancelRequestedAt = d.timePtr(&r)
 	j.Key = r.string()
 	j.Sequence = r.string()
+	j.Stage = r.string()
+	if b := r.raw(); len(b) > 0 {
+		j.StageState = append([]byte(nil), b...)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -30,6 +30,8 @@ const maxIdleConns = 16
 //   - journal_mode(WAL): readers do not block the writer, nor it them.
 //   - synchronous(FULL): a committed job survives a power loss.
 //   - foreign_keys(1).
+//   - recursive_triggers(1): a job cancelled because its dependency failed
+//     cancels the jobs waiting on it in turn (migration 8's triggers).
 //
 // Users who open their own *sql.DB for New should use this DSN, or add the
 // same parameters to theirs. The path is a plain file name; it must not
@@ -40,6 +42,7 @@ func DSN(path string) string {
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(FULL)",
 		"_pragma=foreign_keys(1)",
+		"_pragma=recursive_triggers(1)",
 		"_txlock=immediate",
 	}
 	return path + "?" + strings.Join(params, "&")

@@ -77,6 +77,12 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
+	deps := driver.HasDependencies(params.Jobs)
+	if deps {
+		if err := driver.ValidateDependencies(params.Jobs); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+	}
 	out := make([]*driver.JobInsertResult, 0, len(params.Jobs))
 	wake := e.wakeSender(params.SenderTracker)
 	err := e.write(ctx, func(q querier) error {
@@ -107,6 +113,11 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 				return fmt.Errorf("read job with unique key %q: %w", p.UniqueKey, err)
 			}
 			out = append(out, &driver.JobInsertResult{Job: existing, UniqueSkipped: true})
+		}
+		if deps {
+			if err := applyDependencies(ctx, q, now, params.Jobs, out); err != nil {
+				return err
+			}
 		}
 		return wakeQueues(ctx, q, wake, queues)
 	})

@@ -14,7 +14,7 @@ const jobColumns = `id, kind, queue, state, priority, args, metadata, unique_key
 	lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats,
 	lease_ttl_ms, expiry_policy, scheduled_at, created_at, finalized_at,
 	cancel_requested_at,
-	flow_key, sequence_key`
+	flow_key, sequence_key, stage, stage_state`
 
 // attemptColumns are the attempt columns in the order scanAttempt reads them.
 const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
@@ -27,6 +27,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		uniqueKey, lastError, leaseOwner         sql.NullString
 		leasedAt, leaseUntil, heartbeatAt, ttlMS sql.NullInt64
 		finalizedAt, cancelRequestedAt           sql.NullInt64
+		stage, stageState                        sql.NullString
 		scheduledAt, createdAt                   int64
 		state, expiryPolicy                      string
 		args, metadata                           []byte
@@ -38,7 +39,7 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
 		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
 		&cancelRequestedAt,
-		&flowKey, &sequenceKey,
+		&flowKey, &sequenceKey, &stage, &stageState,
 	)
 	if err != nil {
 		return nil, err
@@ -61,6 +62,10 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.FinalizedAt = nullTime(finalizedAt)
 	j.CancelRequestedAt = nullTime(cancelRequestedAt)
 	j.Key, j.Sequence = flowKey.String, sequenceKey.String
+	j.Stage = stage.String
+	if stageState.Valid {
+		j.StageState = []byte(stageState.String)
+	}
 	return &j, nil
 }
 
