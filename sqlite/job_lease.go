@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -19,15 +20,17 @@ const finalizedStates = `('completed', 'discarded', 'cancelled', 'stuck')`
 // it leases up to ?6 claimable jobs of queue ?5 in one statement; SQLite has
 // one writer, so no other claimer can see the same rows. ?1 owner, ?2 JSON
 // object of lease TTLs in ms by kind, ?3 default TTL in ms, ?4 JSON array of
-// the kinds whose expiry policy is stuck. The inner query's state list
+// the kinds whose expiry policy is stuck, ?7 the database clock read in the
+// claim's transaction: SQLite evaluates nowExpr again for every row, which
+// made up about 40% of a large claim's cost. The inner query's state list
 // matches the partial claim index.
 const claimUpdate = `UPDATE leasehold_job
 SET state = 'running',
 	attempt = attempt + 1,
 	lease_token = lease_token + 1,
 	lease_owner = ?1,
-	leased_at = ` + nowExpr + `,
-	lease_until = ` + nowExpr + ` + 1000 * coalesce(
+	leased_at = ?7,
+	lease_until = ?7 + 1000 * coalesce(
 		lease_ttl_ms,
 		(SELECT t.value FROM json_each(?2) AS t WHERE t.key = leasehold_job.kind),
 		?3),
@@ -39,27 +42,35 @@ SET state = 'running',
 WHERE id IN (
 	SELECT id FROM leasehold_job
 	WHERE state IN ('available', 'scheduled', 'retryable')
-		AND queue = ?5 AND scheduled_at <= ` + nowExpr + `
+		AND queue = ?5 AND scheduled_at <= ?7
 		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?5 AND q.paused_at IS NOT NULL)`
 
-// claimOrder ends the claim statements.
+// claimOrder ends the claim statements. They return only the columns the
+// claim sets (scanClaim); the rest of each row is read after the write
+// transaction (jobsByIDSQL), so that the write lock, which every writer of
+// the database waits for, is not held while the rows are sent and scanned.
 const claimOrder = `
 	ORDER BY priority, scheduled_at, id
 	LIMIT ?6)
-RETURNING ` + jobColumns
+RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until, expiry_policy`
+
+// jobsByIDSQL reads the jobs of ?1, a JSON array of IDs.
+const jobsByIDSQL = `SELECT ` + jobColumns + `
+FROM leasehold_job
+WHERE id IN (SELECT value FROM json_each(?1))`
 
 // jobClaimSQL is the plain claim, every kind of the queue. It is kept
 // apart from jobClaimKindsSQL so that the common claim carries no kind
 // filter at all.
 const jobClaimSQL = claimUpdate + claimOrder
 
-// claimKindFilter restricts a claim to the kinds of the JSON array ?7 (when
-// not empty) and never takes those of ?8. The unary + keeps the planner on
+// claimKindFilter restricts a claim to the kinds of the JSON array ?8 (when
+// not empty) and never takes those of ?9. The unary + keeps the planner on
 // the claim index rather than the kind index: it walks the queue in claim
 // order and skips the other kinds.
 const claimKindFilter = `
-		AND (json_array_length(?7) = 0 OR +kind IN (SELECT value FROM json_each(?7)))
-		AND +kind NOT IN (SELECT value FROM json_each(?8))`
+		AND (json_array_length(?8) = 0 OR +kind IN (SELECT value FROM json_each(?8)))
+		AND +kind NOT IN (SELECT value FROM json_each(?9))`
 
 // jobClaimKindsSQL is the claim of JobClaimParams with Kinds or
 // ExcludeKinds: jobClaimSQL with claimKindFilter.
@@ -67,14 +78,15 @@ const jobClaimKindsSQL = claimUpdate + claimKindFilter + claimOrder
 
 // jobHeartbeatSQL renews the leases in ?1, a JSON array of
 // {"id", "token", "ttl_ms"}, whose token matches, whose lease owner is ?2,
-// that are running and not expired. It returns the IDs renewed.
+// that are running and not expired at ?3, the database clock read in the
+// renewal's transaction. It returns the IDs renewed.
 //
 // The unary + on state in jobHeartbeatSQL and jobFinishSQL keeps the
 // planner off the state index, so it walks the JSON array and looks each job
 // up by ID rather than matching every running job against the whole array.
 const jobHeartbeatSQL = `UPDATE leasehold_job
-SET lease_until = ` + nowExpr + ` + 1000 * l.ttl_ms,
-	heartbeat_at = ` + nowExpr + `,
+SET lease_until = ?3 + 1000 * l.ttl_ms,
+	heartbeat_at = ?3,
 	heartbeats = heartbeats + 1
 FROM (
 	SELECT value ->> '$.id' AS job_id, value ->> '$.token' AS token, value ->> '$.ttl_ms' AS ttl_ms
@@ -84,7 +96,7 @@ WHERE leasehold_job.id = l.job_id
 	AND leasehold_job.lease_token = l.token
 	AND leasehold_job.lease_owner = ?2
 	AND +leasehold_job.state = 'running'
-	AND leasehold_job.lease_until > ` + nowExpr + `
+	AND leasehold_job.lease_until > ?3
 RETURNING leasehold_job.id`
 
 // finishState is the state jobFinishSQL writes: the item's, except that a
@@ -121,6 +133,49 @@ WHERE leasehold_job.id = f.job_id
 	AND +leasehold_job.state = 'running'
 	AND leasehold_job.lease_until > ?2
 RETURNING leasehold_job.id`
+
+// plainFinishState is finishState for jobFinishPlainSQL, whose new state is
+// the parameter ?4.
+const plainFinishState = `CASE
+		WHEN leasehold_job.cancel_requested_at IS NOT NULL
+			AND ?4 IN ('available', 'scheduled', 'retryable') THEN 'cancelled'
+		ELSE ?4 END`
+
+// jobFinishPlainSQL is jobFinishSQL for items of one state ?4, one outcome
+// and one error count ?5 (0 or 1), with no error text and no schedule: ?1
+// is a JSON object of lease tokens by job ID ({"12": 3}). Its values are
+// numbers, which json_each returns as they are, where the objects of
+// jobFinishSQL are each rendered as text and parsed again; a batch of plain
+// outcomes (the completed jobs of a drain) costs the database about half.
+const jobFinishPlainSQL = `UPDATE leasehold_job
+SET state = ` + plainFinishState + `,
+	errors = errors + ?5,
+	scheduled_at = CASE
+		WHEN ` + plainFinishState + ` IN ('available', 'scheduled', 'retryable') THEN ?2
+		ELSE leasehold_job.scheduled_at END,
+	finalized_at = CASE WHEN ` + plainFinishState + ` IN ` + finalizedStates + ` THEN ?2 END
+FROM (SELECT CAST(key AS INTEGER) AS job_id, value AS token FROM json_each(?1)) AS f
+WHERE leasehold_job.id = f.job_id
+	AND leasehold_job.lease_token = f.token
+	AND leasehold_job.lease_owner = ?3
+	AND +leasehold_job.state = 'running'
+	AND leasehold_job.lease_until > ?2
+RETURNING leasehold_job.id`
+
+// attemptInsertPlainSQL appends the attempt rows of the leases
+// jobFinishPlainSQL has just ended: ?1 is the JSON array of their IDs, ?2
+// the finish time, ?3 the items' state and ?4 their outcome (cancelled for a
+// job that jobFinishPlainSQL cancelled instead).
+const attemptInsertPlainSQL = `INSERT INTO leasehold_attempt
+	(job_id, attempt, token, owner, leased_at, lease_until,
+	 last_heartbeat_at, heartbeats, finished_at, outcome, error)
+SELECT id, attempt, lease_token, coalesce(lease_owner, ''), leased_at, lease_until,
+	heartbeat_at, heartbeats, ?2,
+	CASE WHEN state = 'cancelled' AND ?3 IN ('available', 'scheduled', 'retryable')
+		THEN 'cancelled' ELSE ?4 END,
+	NULL
+FROM leasehold_job
+WHERE id IN (SELECT value FROM json_each(?1))`
 
 // attemptInsertFinishedSQL appends the attempt rows of the leases JobFinish
 // has just ended: ?1 is the JSON array of jobFinishSQL restricted to the
@@ -204,10 +259,11 @@ WHERE state = 'running' AND lease_until < ` + nowExpr + `
 LIMIT 1`
 
 // JobClaim leases up to params.Max jobs of params.Queue in one UPDATE ...
-// RETURNING, in its own immediate transaction on the pool. On the pool an
-// empty queue is seen by a read first, without waiting for the write lock.
-// A claim with Kinds or ExcludeKinds runs a statement of its own, so the
-// plain claim keeps its shape.
+// RETURNING, in its own immediate transaction on the pool, and then reads
+// the claimed rows by ID (on the pool after the commit, without the write
+// lock). On the pool an empty queue is seen by a read first, without
+// waiting for the write lock. A claim with Kinds or ExcludeKinds runs a
+// statement of its own, so the plain claim keeps its shape.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	kindTTL := make(map[string]int64, len(params.KindLeaseTTL))
 	for kind, ttl := range params.KindLeaseTTL {
@@ -230,7 +286,8 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	defaultTTL, _ := millis(params.DefaultLeaseTTL).(int64)
 
 	claim, exists := jobClaimSQL, jobClaimableExistsSQL
-	args := []any{params.Owner, string(kindTTLJSON), defaultTTL, string(stuckJSON), params.Queue, max(params.Max, 1)}
+	// args[6], the clock, is read in the claim's transaction.
+	args := []any{params.Owner, string(kindTTLJSON), defaultTTL, string(stuckJSON), params.Queue, max(params.Max, 1), nil}
 	existsArgs := []any{params.Queue}
 	if len(params.Kinds) > 0 || len(params.ExcludeKinds) > 0 {
 		kinds, err := jsonStrings(params.Kinds)
@@ -254,15 +311,24 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 			return []*leasetype.JobRow{}, nil
 		}
 	}
-	var jobs []*leasetype.JobRow
+	var leases []*claimedLease
 	err = e.write(ctx, func(q querier) error {
+		var now int64
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
+			return fmt.Errorf("read database clock: %w", err)
+		}
+		args[6] = now
 		rows, err := q.QueryContext(ctx, claim, args...)
 		if err != nil {
 			return err
 		}
-		jobs, err = sqlbackend.ScanAll(rows, scanJob)
+		leases, err = sqlbackend.ScanAll(rows, scanClaim)
 		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	jobs, err := e.claimedJobs(ctx, leases)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -270,6 +336,67 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority),
 			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
+	return jobs, nil
+}
+
+// claimedLease is what a claim statement returns of a job: the columns it
+// set.
+type claimedLease struct {
+	id, attempt, token int64
+	owner              string
+	leasedAt, until    int64
+	expiryPolicy       string
+}
+
+// scanClaim reads a row of a claim statement's RETURNING clause.
+func scanClaim(s sqlbackend.RowScanner) (*claimedLease, error) {
+	var l claimedLease
+	err := s.Scan(&l.id, &l.attempt, &l.token, &l.owner, &l.leasedAt, &l.until, &l.expiryPolicy)
+	return &l, err
+}
+
+// claimedJobs reads the rows of the jobs just claimed and sets on each the
+// lease as the claim granted it. The read runs after the claim's commit on
+// the pool: a job may have changed since (a cancellation requested), which
+// the row then shows; its lease fields are the claim's all the same, so that
+// a lease lost meanwhile is fenced off by its token like any other. A job
+// deleted meanwhile is left out.
+func (e *executor) claimedJobs(ctx context.Context, leases []*claimedLease) ([]*leasetype.JobRow, error) {
+	if len(leases) == 0 {
+		return []*leasetype.JobRow{}, nil
+	}
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]*claimedLease, len(leases))
+	ids := make([]byte, 0, 12*len(leases)+2)
+	ids = append(ids, '[')
+	for i, l := range leases {
+		byID[l.id] = l
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, l.id, 10)
+	}
+	ids = append(ids, ']')
+	rows, err := q.QueryContext(ctx, jobsByIDSQL, string(ids))
+	if err != nil {
+		return nil, fmt.Errorf("read claimed jobs: %w", err)
+	}
+	jobs, err := sqlbackend.ScanAll(rows, scanJob)
+	if err != nil {
+		return nil, fmt.Errorf("read claimed jobs: %w", err)
+	}
+	for _, j := range jobs {
+		l := byID[j.ID]
+		leasedAt, until := fromMicros(l.leasedAt), fromMicros(l.until)
+		j.State = leasetype.JobStateRunning
+		j.Attempt, j.LeaseToken, j.LeaseOwner = int(l.attempt), l.token, l.owner
+		j.LeasedAt, j.LeaseUntil = &leasedAt, &until
+		j.HeartbeatAt, j.Heartbeats = nil, 0
+		j.ExpiryPolicy = leasetype.ExpiryPolicy(l.expiryPolicy)
+	}
 	return jobs, nil
 }
 
@@ -316,7 +443,11 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 	}
 	var ids []int64
 	err = e.write(ctx, func(q querier) error {
-		rows, err := q.QueryContext(ctx, jobHeartbeatSQL, string(leasesJSON), params.Owner)
+		var now int64
+		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
+			return fmt.Errorf("read database clock: %w", err)
+		}
+		rows, err := q.QueryContext(ctx, jobHeartbeatSQL, string(leasesJSON), params.Owner, now)
 		if err != nil {
 			return err
 		}
@@ -347,23 +478,42 @@ type finishItem struct {
 // until it ends, so nothing else writes meanwhile: no other holder, and no
 // expirer, can touch the job.
 //
-// JobFinish ends the leases of params.Items in one transaction of three
-// statements whatever the batch size: read the clock, one conditional
-// UPDATE ... FROM json_each, one INSERT ... SELECT of the attempt rows of the
-// leases it ended. It returns the IDs written in input order.
+// JobFinish ends the leases of params.Items in one transaction: it reads the
+// clock, then runs one conditional UPDATE ... FROM json_each and one INSERT
+// ... SELECT of the attempt rows of the leases it ended, for each group of
+// plain items (no error text, no schedule) of one state, outcome and error
+// count (jobFinishPlainSQL), and once for all other items (jobFinishSQL).
+// A batch of completions is three statements whatever its size. It
+// returns the IDs written in input order.
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
 	// An ID given twice can be written at most once: keep its first item.
-	items := make([]finishItem, 0, len(params.Items))
-	seen := make(map[int64]bool, len(params.Items))
+	var (
+		plain  []*plainFinish
+		other  []finishItem
+		groups = map[plainKey]*plainFinish{}
+		seen   = make(map[int64]bool, len(params.Items))
+	)
 	for _, it := range params.Items {
 		if seen[it.ID] {
 			continue
 		}
 		seen[it.ID] = true
-		fi := finishItem{ID: it.ID, Token: it.Token, State: string(it.State), Outcome: string(it.Outcome)}
+		countError := 0
 		if it.CountError {
-			fi.CountError = 1
+			countError = 1
 		}
+		if it.Error == "" && it.ScheduledAt == nil {
+			k := plainKey{state: string(it.State), outcome: string(it.Outcome), countError: countError}
+			g := groups[k]
+			if g == nil {
+				g = &plainFinish{plainKey: k, tokens: []byte{'{'}}
+				groups[k] = g
+				plain = append(plain, g)
+			}
+			g.add(it.ID, it.Token)
+			continue
+		}
+		fi := finishItem{ID: it.ID, Token: it.Token, State: string(it.State), Outcome: string(it.Outcome), CountError: countError}
 		if it.Error != "" {
 			fi.Error = &it.Error
 		}
@@ -371,57 +521,131 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 			us := it.ScheduledAt.UnixMicro()
 			fi.ScheduledAt = &us
 		}
-		items = append(items, fi)
+		other = append(other, fi)
 	}
-	if len(items) == 0 {
+	if len(seen) == 0 {
 		return []int64{}, nil
 	}
-	itemsJSON, err := json.Marshal(items)
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: encode: %w", err)
+	var otherJSON []byte
+	if len(other) > 0 {
+		var err error
+		if otherJSON, err = json.Marshal(other); err != nil {
+			return nil, fmt.Errorf("finish jobs: encode: %w", err)
+		}
 	}
-	var written []int64
-	err = e.write(ctx, func(q querier) error {
-		written = nil
+	done := make(map[int64]bool, len(seen))
+	err := e.write(ctx, func(q querier) error {
+		clear(done)
 		var now int64
 		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		rows, err := q.QueryContext(ctx, jobFinishSQL, string(itemsJSON), now, params.Owner)
-		if err != nil {
-			return err
-		}
-		done, err := sqlbackend.ScanIDs(rows)
-		if err != nil || len(done) == 0 {
-			return err
-		}
-		isDone := make(map[int64]bool, len(done))
-		for _, id := range done {
-			isDone[id] = true
-		}
-		ended := make([]finishItem, 0, len(done))
-		for _, it := range items {
-			if isDone[it.ID] {
-				ended = append(ended, it)
-				written = append(written, it.ID)
+		for _, g := range plain {
+			if err := g.write(ctx, q, now, params.Owner, done); err != nil {
+				return err
 			}
 		}
-		endedJSON, err := json.Marshal(ended)
-		if err != nil {
-			return err
-		}
-		if _, err := q.ExecContext(ctx, attemptInsertFinishedSQL, string(endedJSON), now); err != nil {
-			return fmt.Errorf("record attempts: %w", err)
+		if len(other) > 0 {
+			return finishOther(ctx, q, now, params.Owner, other, otherJSON, done)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	if written == nil {
-		written = []int64{}
+	written := make([]int64, 0, len(done))
+	for _, it := range params.Items {
+		if done[it.ID] {
+			written = append(written, it.ID)
+			delete(done, it.ID)
+		}
 	}
 	return written, nil
+}
+
+// plainKey is what the plain items of one jobFinishPlainSQL share.
+type plainKey struct {
+	state, outcome string
+	countError     int
+}
+
+// plainFinish is a group of plain items: their lease tokens by ID, as the
+// JSON object jobFinishPlainSQL takes.
+type plainFinish struct {
+	plainKey
+	tokens []byte
+	n      int
+}
+
+func (g *plainFinish) add(id, token int64) {
+	if g.n > 0 {
+		g.tokens = append(g.tokens, ',')
+	}
+	g.n++
+	g.tokens = append(g.tokens, '"')
+	g.tokens = strconv.AppendInt(g.tokens, id, 10)
+	g.tokens = append(g.tokens, '"', ':')
+	g.tokens = strconv.AppendInt(g.tokens, token, 10)
+}
+
+// write ends the group's leases and appends their attempt rows, adding the
+// IDs written to done.
+func (g *plainFinish) write(ctx context.Context, q querier, now int64, owner string, done map[int64]bool) error {
+	rows, err := q.QueryContext(ctx, jobFinishPlainSQL, string(g.tokens)+"}", now, owner, g.state, g.countError)
+	if err != nil {
+		return err
+	}
+	ids, err := sqlbackend.ScanIDs(rows)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	idsJSON := make([]byte, 0, 12*len(ids)+2)
+	idsJSON = append(idsJSON, '[')
+	for i, id := range ids {
+		done[id] = true
+		if i > 0 {
+			idsJSON = append(idsJSON, ',')
+		}
+		idsJSON = strconv.AppendInt(idsJSON, id, 10)
+	}
+	idsJSON = append(idsJSON, ']')
+	if _, err := q.ExecContext(ctx, attemptInsertPlainSQL, string(idsJSON), now, g.state, g.outcome); err != nil {
+		return fmt.Errorf("record attempts: %w", err)
+	}
+	return nil
+}
+
+// finishOther ends the leases of the items that are not plain (they carry
+// an error text or a schedule), itemsJSON being their JSON, and appends
+// their attempt rows, adding the IDs written to done.
+func finishOther(ctx context.Context, q querier, now int64, owner string, items []finishItem, itemsJSON []byte, done map[int64]bool) error {
+	rows, err := q.QueryContext(ctx, jobFinishSQL, string(itemsJSON), now, owner)
+	if err != nil {
+		return err
+	}
+	ids, err := sqlbackend.ScanIDs(rows)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	isDone := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		isDone[id] = true
+	}
+	ended := make([]finishItem, 0, len(ids))
+	for _, it := range items {
+		if isDone[it.ID] {
+			ended = append(ended, it)
+			done[it.ID] = true
+		}
+	}
+	endedJSON, err := json.Marshal(ended)
+	if err != nil {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, attemptInsertFinishedSQL, string(endedJSON), now); err != nil {
+		return fmt.Errorf("record attempts: %w", err)
+	}
+	return nil
 }
 
 // JobExpire reclaims expired leases in one transaction: an UPDATE ...

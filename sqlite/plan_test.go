@@ -17,12 +17,15 @@ func TestQueryPlans(t *testing.T) {
 		name, query, want string
 		args              []any
 	}{
-		{"heartbeat", jobHeartbeatSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", "o"}},
+		{"heartbeat", jobHeartbeatSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", "o", 0}},
 		{"finish", jobFinishSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0, "o"}},
 		{"finish attempts", attemptInsertFinishedSQL, "SEARCH j USING INTEGER PRIMARY KEY", []any{"[]", 0}},
-		{"claim", jobClaimSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1}},
+		{"finish plain", jobFinishPlainSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"{}", 0, "o", "completed", 0}},
+		{"finish plain attempts", attemptInsertPlainSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]", 0, "completed", "completed"}},
+		{"claimed jobs", jobsByIDSQL, "SEARCH leasehold_job USING INTEGER PRIMARY KEY", []any{"[]"}},
+		{"claim", jobClaimSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, 0}},
 		{"unique key", jobGetKeyHolderSQL, "USING INDEX leasehold_job_unique_key_idx", []any{"k"}},
-		{"claim kinds", jobClaimKindsSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, `["a"]`, "[]"}},
+		{"claim kinds", jobClaimKindsSQL, "USING INDEX leasehold_job_claim_idx", []any{"o", "{}", 1, "[]", "q", 1, 0, `["a"]`, "[]"}},
 		{"running by queue", jobCountRunningQueueSQL, "USING INDEX leasehold_job_state_queue_idx (state=? AND queue=?)", []any{"q"}},
 		{"running by kind", jobCountRunningKindsSQL, "USING INDEX leasehold_job_running_kind_idx", []any{`["a"]`}},
 		{"cancel requested", jobCancelRequestedSQL, "USING INDEX leasehold_job_cancel_idx", []any{"o"}},
