@@ -34,7 +34,8 @@ var jobColumnTypes = [...]uint32{
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.TextOID, pgtype.Int8OID, pgtype.TextOID,
 	pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.Int4OID, pgtype.Int8OID,
 	pgtype.TextOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID,
-	pgtype.TextOID, pgtype.TextOID,
+	pgtype.TextOID, pgtype.TextOID, // flow_key, sequence_key
+	pgtype.TextOID, pgtype.TextOID, // stage, stage_state
 }
 
 // binaryJobColumns reports whether rows can be read with jobDecoder: the
