@@ -114,7 +114,7 @@ type Collector struct {
 	jobs, backlog, lag, up, clientsAlive *prometheus.Desc
 	// Per queue, never per key: see collectKeys.
 	keysWaiting, keyMaxWaiting, keyWaiting *prometheus.Desc
-	stats                                []statDesc
+	stats                                  []statDesc
 }
 
 // statDesc is one counter of leasehold.Stats.
