@@ -17,7 +17,7 @@ type Config struct {
 	// Payments is how many payments to create; default 1000.
 	Payments int
 	// Customers is how many customers the payments belong to (round
-	// robin); each runs one charge at a time. Default Payments/5, at least 1.
+	// robin); each runs one charge at a time. Default Payments/2, at least 1.
 	Customers int
 	// Workers is how many worker clients run at once; default 4. A crashed
 	// one is replaced.
