@@ -392,3 +392,32 @@ func (c *Client[TTx]) SequencesBlocked(ctx context.Context, params *SequencesBlo
 	}
 	return rows, nil
 }
+
+// KeyStatsParams filters KeyStats. Zero fields do not filter.
+type KeyStatsParams struct {
+	// Queue keeps the keys of jobs in this queue.
+	Queue string
+	// Limit is the most top keys returned, 1 to 10,000; default 20.
+	Limit int
+}
+
+// KeyStats reports the flow-control keys (InsertOpts.Key, WorkerOpts.KeyBy)
+// of unfinished jobs: the top keys by waiting jobs, each with its waiting
+// and running counts, and per queue how many distinct keys have waiting
+// jobs and how those jobs spread over them (a histogram whose buckets are
+// driver.KeyWaitingBounds). The summary's size does not grow with the
+// number of keys; computing it reads every unfinished keyed job.
+func (c *Client[TTx]) KeyStats(ctx context.Context, params *KeyStatsParams) (*driver.KeyStatsResult, error) {
+	p := KeyStatsParams{}
+	if params != nil {
+		p = *params
+	}
+	if p.Limit < 0 || p.Limit > 10000 {
+		return nil, fmt.Errorf("%w: limit %d is outside 1 to 10000", ErrInvalidArgs, p.Limit)
+	}
+	res, err := c.core.exec.KeyStats(ctx, &driver.KeyStatsParams{Queue: p.Queue, Limit: p.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: %w", err)
+	}
+	return res, nil
+}

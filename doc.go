@@ -354,6 +354,11 @@ bytes. The keyed claim reads every claimable job of the queue to rank it,
 so its cost grows with the backlog; unkeyed queues keep the
 single-statement claim unchanged.
 
+Client.KeyStats (`leasehold keys`, the dashboard's Keys page) reports the
+keys with the most waiting jobs with their running jobs, and per queue the
+distinct keys waiting and how the waiting jobs spread over them;
+leaseholdprom exports that summary per queue, never one series per key.
+
 # Periodic jobs and leaders
 
 Config.PeriodicJobs are enqueued on cron or interval schedules (package

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ type leaseholdEngine[TTx any] struct {
 	resets     []string
 	analyzeSQL string
 	hold       bool // insert held jobs (heartbeat mode)
+	keys       int  // when > 0, jobs get one of this many flow-control keys, round robin
 	// remote inserts single jobs through the insert-only client, as another
 	// process would: the running client is not woken locally, only by the
 	// driver's notifications or its next poll.
@@ -88,7 +90,11 @@ func (e *leaseholdEngine[TTx]) insert(ctx context.Context, n int) error {
 	params := make([]leasehold.InsertManyParams, 0, batch)
 	for i, a := range makeArgs(n) {
 		a.Hold = e.hold
-		params = append(params, leasehold.InsertManyParams{Args: a})
+		p := leasehold.InsertManyParams{Args: a}
+		if e.keys > 0 {
+			p.InsertOpts = &leasehold.InsertOpts{Key: "k" + strconv.Itoa(i%e.keys)}
+		}
+		params = append(params, p)
 		if len(params) == batch || i == n-1 {
 			if _, err := c.InsertManyFast(ctx, params); err != nil {
 				return fmt.Errorf("%s: insert: %w", e.label, err)

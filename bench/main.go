@@ -76,6 +76,7 @@ type options struct {
 	schemaPrefix string
 	backend      string
 	pool         int
+	keys         int
 }
 
 var modes = map[string]func(context.Context, *options, io.Writer) error{
@@ -100,6 +101,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 0, "measured time per round (continuous 10s, latency 10s, heartbeat 40s)")
 	rates := fs.String("rate", "100,1000", "latency: enqueue rates in jobs/s, comma-separated")
 	engines := fs.String("engines", "", "comma-separated engines (default per mode; see setup.go)")
+	fs.IntVar(&o.keys, "keys", 0, "drain (postgres): also run leasehold-keys, the same drain with jobs over this many flow-control keys and KeyLimit 1")
 	fs.IntVar(&o.workers, "workers", 2000, "MaxWorkers of river and leasehold in drain, continuous and sqlite (River's bench uses 2000)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "heartbeat: lease TTL (leasehold default 30s)")
 	fs.DurationVar(&o.notifyWindow, "notify-window", 0, "latency: postgres.Options.NotifyWindow of the leasehold engines but leasehold-nowindow (0: the driver's default, 2ms)")

@@ -19,10 +19,14 @@ func runDrain(ctx context.Context, o *options, out io.Writer) error {
 	names := o.engines
 	if names == nil {
 		names = b.drainEngines
+		if o.keys > 0 {
+			// The keyed drain against the same drain without keys.
+			names = []string{"leasehold", "leasehold-keys"}
+		}
 	}
 	var engines []engine
 	for _, n := range names {
-		e, err := b.engine(n, engineSpec{workers: o.workers}, newHooks())
+		e, err := b.engine(n, engineSpec{workers: o.workers, keys: o.keys}, newHooks())
 		if err != nil {
 			return err
 		}

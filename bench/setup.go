@@ -77,6 +77,9 @@ type engineSpec struct {
 	// notifyWindow is the leasehold Postgres driver's NotifyWindow (0: its
 	// default); leasehold-nowindow ignores it.
 	notifyWindow time.Duration
+	// keys is the number of distinct flow-control keys the jobs of
+	// leasehold-keys are spread over (its queue has KeyLimit 1).
+	keys int
 }
 
 // riverBenchConfig is the configuration of River's own benchmark
@@ -120,10 +123,17 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			cfg = river.Config{FetchCooldown: 2 * time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}}
 		}
 		return newRiverEngine(name, riverpgxv5.New(env.river), cfg, h, rvExec, rvReset, "ANALYZE river_job")
-	case "leasehold", "leasehold-default", "leasehold-shared", "leasehold-nowindow", "leasehold-remote":
+	case "leasehold", "leasehold-default", "leasehold-shared", "leasehold-nowindow", "leasehold-remote", "leasehold-keys":
 		cfg := leasehold.Config{LeaseTTL: spec.ttl}
 		if name == "leasehold" || name == "leasehold-shared" {
 			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers}}
+		}
+		if name == "leasehold-keys" {
+			if spec.keys < 1 {
+				return nil, fmt.Errorf("leasehold-keys needs -keys N (N ≥ 1)")
+			}
+			// The keyed claim: at most one running job per key.
+			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers, KeyLimit: 1}}
 		}
 		if name == "leasehold-shared" {
 			// The lease machinery on the shared pool instead of its
@@ -145,6 +155,9 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			return nil, err
 		}
 		e.hold, e.trace, e.remote = spec.hold, t, name == "leasehold-remote"
+		if name == "leasehold-keys" {
+			e.keys = spec.keys
+		}
 		return e, nil
 	}
 	return nil, fmt.Errorf("unknown engine %q", name)

@@ -268,6 +268,7 @@ func TestBrowser(t *testing.T) {
 		{"schedules", "/schedules", "table.schedules"},
 		{"audit", "/audit", "table.audit"},
 		{"clients", "/clients", "table.clients td.mono"},
+		{"keys", "/keys", "table.keys"},
 		{"jobs-bulk", "/jobs?state=discarded&queue=payments", "form.bulk"},
 	}
 	for _, w := range []int64{1440, 390} {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -61,6 +62,12 @@ type Source interface {
 	// Clients returns the fleet's working clients from the client
 	// registry, in owner order.
 	Clients(ctx context.Context) ([]*leasetype.ClientRow, error)
+	// KeyStats reports the flow-control keys with the most waiting jobs
+	// and a per-queue summary of keys.
+	KeyStats(ctx context.Context, params *leasehold.KeyStatsParams) (*driver.KeyStatsResult, error)
+	// SequencesBlocked lists the sequences held up by a discarded,
+	// cancelled or stuck job.
+	SequencesBlocked(ctx context.Context, params *leasehold.SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error)
 	// AuditList returns the audit trail of operator actions, newest first.
 	AuditList(ctx context.Context, params *leasehold.AuditListParams) ([]*leasetype.AuditRow, error)
 	// JobBulkCount counts the jobs a bulk action would act on.
@@ -230,6 +237,7 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /jobs/{id}/{action}", h.action)
 	m.HandleFunc("GET /audit", h.page(h.audit))
 	m.HandleFunc("GET /clients", h.page(h.clients))
+	m.HandleFunc("GET /keys", h.page(h.keys))
 	m.HandleFunc("GET /bulk", h.page(h.bulkConfirm))
 	m.HandleFunc("POST /bulk", h.bulkPost)
 	// A queue name may hold "/": forms escape it as %2F, which the mux

@@ -170,6 +170,7 @@ type jobFilter struct {
 	Kind      string
 	UniqueKey string
 	Key       string // the flow-control key
+	Sequence  string // the sequence key
 	ID        int64
 	BeforeID  int64
 	Limit     int
@@ -202,6 +203,7 @@ func (f *jobFilter) query() url.Values {
 	set("kind", f.Kind)
 	set("unique_key", f.UniqueKey)
 	set("key", f.Key)
+	set("sequence", f.Sequence)
 	if f.ID > 0 {
 		v.Set("id", strconv.FormatInt(f.ID, 10))
 	}
@@ -234,7 +236,7 @@ func parseFilter(q url.Values) (*jobFilter, error) {
 			}
 		}
 	}
-	for key, dst := range map[string]*string{"queue": &f.Queue, "kind": &f.Kind, "unique_key": &f.UniqueKey, "key": &f.Key} {
+	for key, dst := range map[string]*string{"queue": &f.Queue, "kind": &f.Kind, "unique_key": &f.UniqueKey, "key": &f.Key, "sequence": &f.Sequence} {
 		v := strings.TrimSpace(q.Get(key))
 		if len(v) > maxTextParam {
 			return nil, badRequest("%s is longer than %d bytes", key, maxTextParam)
@@ -312,7 +314,7 @@ func (h *handler) listJobs(r *http.Request, f *jobFilter) (*jobList, error) {
 		return l, nil
 	}
 	jobs, err := h.src.JobList(r.Context(), &leasehold.JobListParams{
-		States: f.States, Queue: f.Queue, Kind: f.Kind, UniqueKey: f.UniqueKey, Key: f.Key, BeforeID: f.BeforeID, Limit: f.Limit + 1,
+		States: f.States, Queue: f.Queue, Kind: f.Kind, UniqueKey: f.UniqueKey, Key: f.Key, Sequence: f.Sequence, BeforeID: f.BeforeID, Limit: f.Limit + 1,
 	})
 	if err != nil {
 		return nil, err
@@ -333,7 +335,7 @@ func (h *handler) listJobs(r *http.Request, f *jobFilter) (*jobList, error) {
 func matches(f *jobFilter, j *leasetype.JobRow) bool {
 	return (len(f.States) == 0 || slices.Contains(f.States, j.State)) &&
 		(f.Queue == "" || f.Queue == j.Queue) && (f.Kind == "" || f.Kind == j.Kind) &&
-		(f.UniqueKey == "" || f.UniqueKey == j.UniqueKey) && (f.Key == "" || f.Key == j.Key) && (f.BeforeID == 0 || j.ID < f.BeforeID)
+		(f.UniqueKey == "" || f.UniqueKey == j.UniqueKey) && (f.Key == "" || f.Key == j.Key) && (f.Sequence == "" || f.Sequence == j.Sequence) && (f.BeforeID == 0 || j.ID < f.BeforeID)
 }
 
 func (h *handler) jobs(r *http.Request, p *pageData) error {

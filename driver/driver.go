@@ -249,6 +249,10 @@ type Executor interface {
 	// SequenceBlocked lists the blocked sequences (see SequenceBlockedRow),
 	// in sequence order.
 	SequenceBlocked(ctx context.Context, params *SequenceBlockedParams) ([]*SequenceBlockedRow, error)
+	// KeyStats reports the keys of unfinished jobs: the top keys by
+	// waiting jobs with their running counts, and per queue a summary of
+	// every key with waiting jobs (see KeyStatsResult).
+	KeyStats(ctx context.Context, params *KeyStatsParams) (*KeyStatsResult, error)
 
 	// ClientRegister upserts a working client's registry row (see
 	// ClientRegisterParams) in one statement.

@@ -81,3 +81,55 @@ type SequenceBlockedRow struct {
 	// Waiting counts the jobs of the sequence after it that are not finished.
 	Waiting int64 `json:"waiting"`
 }
+
+// KeyWaitingBounds are the upper bounds of the buckets of
+// KeyQueueStatsRow.WaitingBuckets: a key with n waiting jobs counts in every
+// bucket whose bound is at least n, as a cumulative histogram does.
+var KeyWaitingBounds = []int64{1, 10, 100, 1000, 10000}
+
+// KeyStatsParams selects the keys KeyStats reports.
+type KeyStatsParams struct {
+	// Queue, when not empty, keeps the keys of jobs in this queue.
+	Queue string
+	// Limit is the most keys in KeyStatsResult.Top; zero means 20.
+	Limit int
+}
+
+// KeyStatsRow is one key of a queue with its jobs not finished. Waiting
+// counts its jobs available, scheduled or retryable (scheduled ones
+// included whether or not their time has come); Running its running jobs.
+type KeyStatsRow struct {
+	// Queue is the queue of the jobs counted.
+	Queue string `json:"queue"`
+	// Key is the flow-control key (InsertOpts.Key, WorkerOpts.KeyBy).
+	Key string `json:"key"`
+	// Waiting is the number of its jobs not yet started.
+	Waiting int64 `json:"waiting"`
+	// Running is the number of its running jobs.
+	Running int64 `json:"running"`
+}
+
+// KeyQueueStatsRow sums up the keys of one queue with waiting jobs, in a
+// size that does not grow with the number of keys.
+type KeyQueueStatsRow struct {
+	// Queue is the queue.
+	Queue string `json:"queue"`
+	// Keys is the number of distinct keys with at least one waiting job.
+	Keys int64 `json:"keys"`
+	// Waiting is the number of waiting jobs with a key.
+	Waiting int64 `json:"waiting"`
+	// MaxWaiting is the most waiting jobs of one key.
+	MaxWaiting int64 `json:"max_waiting"`
+	// WaitingBuckets[i] is the number of keys with at most
+	// KeyWaitingBounds[i] waiting jobs (cumulative).
+	WaitingBuckets []int64 `json:"waiting_buckets"`
+}
+
+// KeyStatsResult is what KeyStats returns.
+type KeyStatsResult struct {
+	// Top holds the keys with the most waiting jobs, then the most running
+	// ones, then in queue and key order, at most Limit of them.
+	Top []*KeyStatsRow `json:"top"`
+	// Queues sums up every key with waiting jobs per queue, in queue order.
+	Queues []*KeyQueueStatsRow `json:"queues"`
+}

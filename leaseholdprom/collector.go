@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -26,6 +27,9 @@ type Source interface {
 	QueueBacklog(ctx context.Context) ([]*leasetype.QueueBacklog, error)
 	// Clients returns the fleet's working clients from the client registry.
 	Clients(ctx context.Context) ([]*leasetype.ClientRow, error)
+	// KeyStats reports the flow-control keys of unfinished jobs; the
+	// collector reads only its per-queue summary.
+	KeyStats(ctx context.Context, params *leasehold.KeyStatsParams) (*driver.KeyStatsResult, error)
 }
 
 // Options configure a Collector. The zero value, or nil, gives the defaults.
@@ -108,7 +112,9 @@ type Collector struct {
 
 	// Read at scrape from the bound client.
 	jobs, backlog, lag, up, clientsAlive *prometheus.Desc
-	stats                                []statDesc
+	// Per queue, never per key: see collectKeys.
+	keysWaiting, keyMaxWaiting, keyWaiting *prometheus.Desc
+	stats                                  []statDesc
 }
 
 // statDesc is one counter of leasehold.Stats.
@@ -122,6 +128,7 @@ const (
 	queryJobCounts    = "job_counts"
 	queryQueueBacklog = "queue_backlog"
 	queryClients      = "clients"
+	queryKeyStats     = "key_stats"
 )
 
 // Result label values of leasehold_job_duration_seconds.
@@ -164,7 +171,7 @@ func New(opts *Options) *Collector {
 		}),
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_scrape_errors_total",
-			Help: "Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog, clients).",
+			Help: "Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog, clients, key_stats).",
 		}, []string{"query"}),
 		jobs: prometheus.NewDesc("leasehold_jobs",
 			"Jobs in the database by queue and state, read at scrape.", []string{"queue", "state"}, nil),
@@ -174,6 +181,12 @@ func New(opts *Options) *Collector {
 			"How long the oldest claimable job of the queue has been due, on the database clock; 0 when none is waiting.", []string{"queue"}, nil),
 		clientsAlive: prometheus.NewDesc("leasehold_clients_alive",
 			"Working clients of the fleet that beat into the client registry within their last three intervals, read at scrape.", nil, nil),
+		keysWaiting: prometheus.NewDesc("leasehold_queue_keys_waiting",
+			"Distinct flow-control keys (InsertOpts.Key, WorkerOpts.KeyBy) with at least one waiting job (available, scheduled or retryable), by queue, read at scrape.", []string{"queue"}, nil),
+		keyMaxWaiting: prometheus.NewDesc("leasehold_queue_key_max_waiting_jobs",
+			"The most waiting jobs of one flow-control key of the queue, read at scrape; 0 when no keyed job waits.", []string{"queue"}, nil),
+		keyWaiting: prometheus.NewDesc("leasehold_queue_key_waiting_jobs",
+			"Distribution of waiting jobs per flow-control key, by queue, read at scrape: each key with waiting jobs is one observation of its count (never one series per key).", []string{"queue"}, nil),
 		up: prometheus.NewDesc("leasehold_database_up",
 			"1 if every database query of this scrape succeeded, else 0.", nil, nil),
 	}
@@ -250,6 +263,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lag
 	ch <- c.up
 	ch <- c.clientsAlive
+	ch <- c.keysWaiting
+	ch <- c.keyMaxWaiting
+	ch <- c.keyWaiting
 	for _, s := range c.stats {
 		ch <- s.desc
 	}
@@ -339,7 +355,47 @@ func (c *Collector) collectSource(ch chan<- prometheus.Metric, src Source) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.clientsAlive, prometheus.GaugeValue, float64(alive))
 	}
+	if !c.collectKeys(ctx, ch, src, queues) {
+		up = 0
+	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+}
+
+// collectKeys exports the per-queue key summary: the distinct keys with
+// waiting jobs, the most waiting jobs of one key, and a histogram of
+// waiting jobs per key (buckets driver.KeyWaitingBounds). The series are
+// per queue, a fixed number each, whatever the number of keys. Queues seen
+// in the job counts without keyed jobs waiting get zero gauges. It reports
+// whether the query succeeded.
+func (c *Collector) collectKeys(ctx context.Context, ch chan<- prometheus.Metric, src Source, queues []string) bool {
+	stats, err := src.KeyStats(ctx, &leasehold.KeyStatsParams{Limit: 1})
+	if err != nil {
+		c.scrapeErrors.WithLabelValues(queryKeyStats).Inc()
+		return false
+	}
+	seen := map[string]bool{}
+	for _, q := range stats.Queues {
+		if seen[q.Queue] {
+			continue
+		}
+		seen[q.Queue] = true
+		ch <- prometheus.MustNewConstMetric(c.keysWaiting, prometheus.GaugeValue, float64(q.Keys), q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.keyMaxWaiting, prometheus.GaugeValue, float64(q.MaxWaiting), q.Queue)
+		buckets := make(map[float64]uint64, len(driver.KeyWaitingBounds))
+		for i, bound := range driver.KeyWaitingBounds {
+			if i < len(q.WaitingBuckets) {
+				buckets[float64(bound)] = uint64(max(q.WaitingBuckets[i], 0))
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(c.keyWaiting, uint64(max(q.Keys, 0)), float64(q.Waiting), buckets, q.Queue)
+	}
+	for _, q := range queues {
+		if !seen[q] {
+			ch <- prometheus.MustNewConstMetric(c.keysWaiting, prometheus.GaugeValue, 0, q)
+			ch <- prometheus.MustNewConstMetric(c.keyMaxWaiting, prometheus.GaugeValue, 0, q)
+		}
+	}
+	return true
 }
 
 // Work implements leasehold.WorkMiddleware: it times the handler and

@@ -279,10 +279,11 @@ func TestCollectorDatabaseClosed(t *testing.T) {
 # HELP leasehold_database_up 1 if every database query of this scrape succeeded, else 0.
 # TYPE leasehold_database_up gauge
 leasehold_database_up 0
-# HELP leasehold_scrape_errors_total Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog, clients).
+# HELP leasehold_scrape_errors_total Database queries made at scrape time that failed or timed out, by query (job_counts, queue_backlog, clients, key_stats).
 # TYPE leasehold_scrape_errors_total counter
 leasehold_scrape_errors_total{query="clients"} N
 leasehold_scrape_errors_total{query="job_counts"} N
+leasehold_scrape_errors_total{query="key_stats"} N
 leasehold_scrape_errors_total{query="queue_backlog"} N
 `, "N", strconv.Itoa(scrape)))
 		if err := testutil.CollectAndCompare(metrics, want, "leasehold_database_up", "leasehold_scrape_errors_total", "leasehold_jobs"); err != nil {

@@ -37,11 +37,17 @@ Read from the database at scrape (within Options.ScrapeTimeout):
 	leasehold_queue_backlog_jobs{queue}      gauge: jobs claimable now
 	leasehold_queue_lag_seconds{queue}       gauge: age of the oldest claimable job
 	leasehold_clients_alive                  gauge: working clients in the client registry
+	leasehold_queue_keys_waiting{queue}      gauge: distinct flow-control keys with waiting jobs
+	leasehold_queue_key_max_waiting_jobs{queue}  gauge: most waiting jobs of one key
+	leasehold_queue_key_waiting_jobs{queue}  histogram: waiting jobs per key (buckets 1 to 10000)
 	leasehold_database_up                    gauge: 1 if this scrape's queries succeeded
 	leasehold_scrape_errors_total{query}     counter: failed scrape queries
 
 A failed or slow query does not fail the scrape: its metrics are left out,
 leasehold_database_up is 0 and leasehold_scrape_errors_total counts it.
+The key metrics are per queue whatever the number of keys (never one
+series per key); the keys themselves are in Client.KeyStats, `leasehold
+keys` and the dashboard's Keys page.
 
 Counters of the bound client, from Client.Stats:
 

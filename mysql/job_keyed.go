@@ -106,6 +106,39 @@ WHERE h.sequence_key IS NOT NULL
 ORDER BY h.sequence_key
 LIMIT ?`
 
+// keyStatsTopSQL lists the keys of unfinished jobs (? keeps one queue
+// when not empty) by waiting jobs, then running ones, at most ?.
+const keyStatsTopSQL = `
+SELECT queue, flow_key,
+	sum(CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN 1 ELSE 0 END) AS waiting,
+	sum(CASE WHEN state = 'running' THEN 1 ELSE 0 END) AS running
+FROM leasehold_job
+WHERE flow_key IS NOT NULL
+	AND state IN ('available', 'scheduled', 'retryable', 'running')
+	AND (? = '' OR queue = ?)
+GROUP BY queue, flow_key
+ORDER BY waiting DESC, running DESC, queue, flow_key
+LIMIT ?`
+
+// keyStatsQueuesSQL sums up, per queue (? keeps one when not empty),
+// the keys with waiting jobs: how many, their waiting jobs, the most of one
+// key, and the keys with at most 1, 10, 100, 1000 and 10000 waiting jobs
+// (driver.KeyWaitingBounds).
+const keyStatsQueuesSQL = `
+SELECT queue, count(*), sum(n), max(n),
+	sum(CASE WHEN n <= 1 THEN 1 ELSE 0 END),
+	sum(CASE WHEN n <= 10 THEN 1 ELSE 0 END),
+	sum(CASE WHEN n <= 100 THEN 1 ELSE 0 END),
+	sum(CASE WHEN n <= 1000 THEN 1 ELSE 0 END),
+	sum(CASE WHEN n <= 10000 THEN 1 ELSE 0 END)
+FROM (SELECT queue, flow_key, count(*) AS n FROM leasehold_job
+	WHERE flow_key IS NOT NULL
+		AND state IN ('available', 'scheduled', 'retryable')
+		AND (? = '' OR queue = ?)
+	GROUP BY queue, flow_key) AS k
+GROUP BY queue
+ORDER BY queue`
+
 // JobClaimKeyed leases jobs with per-key flow control: a consistent read
 // ranks and picks them, a locking read locks those still claimable, one
 // UPDATE leases them (as JobClaim's) and a read returns them.
@@ -282,4 +315,24 @@ func (e *executor) SequenceBlocked(ctx context.Context, params *driver.SequenceB
 		return nil, fmt.Errorf("list blocked sequences: %w", translateError(err))
 	}
 	return out, nil
+}
+
+// KeyStats reports the top keys and the per-queue key summary.
+func (e *executor) KeyStats(ctx context.Context, params *driver.KeyStatsParams) (*driver.KeyStatsResult, error) {
+	q, err := e.read()
+	if err != nil {
+		return nil, err
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	res := &driver.KeyStatsResult{}
+	if res.Top, err = sqlbackend.QueryAll(ctx, q, sqlbackend.ScanKeyStats, keyStatsTopSQL, params.Queue, params.Queue, limit); err != nil {
+		return nil, fmt.Errorf("key stats: %w", translateError(err))
+	}
+	if res.Queues, err = sqlbackend.QueryAll(ctx, q, sqlbackend.ScanKeyQueueStats, keyStatsQueuesSQL, params.Queue, params.Queue); err != nil {
+		return nil, fmt.Errorf("key stats: %w", translateError(err))
+	}
+	return res, nil
 }

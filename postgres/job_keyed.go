@@ -138,6 +138,39 @@ WHERE h.sequence_key IS NOT NULL
 ORDER BY h.sequence_key
 LIMIT $2`
 
+// keyStatsTopSQL lists the keys of unfinished jobs ($1 keeps one queue
+// when not empty) by waiting jobs, then running ones, at most $2.
+const keyStatsTopSQL = `
+SELECT queue, flow_key,
+	count(*) FILTER (WHERE state IN ('available', 'scheduled', 'retryable')) AS waiting,
+	count(*) FILTER (WHERE state = 'running') AS running
+FROM leasehold_job
+WHERE flow_key IS NOT NULL
+	AND state IN ('available', 'scheduled', 'retryable', 'running')
+	AND ($1 = '' OR queue = $1)
+GROUP BY queue, flow_key
+ORDER BY waiting DESC, running DESC, queue, flow_key
+LIMIT $2`
+
+// keyStatsQueuesSQL sums up, per queue ($1 keeps one when not empty),
+// the keys with waiting jobs: how many, their waiting jobs, the most of one
+// key, and the keys with at most 1, 10, 100, 1000 and 10000 waiting jobs
+// (driver.KeyWaitingBounds).
+const keyStatsQueuesSQL = `
+SELECT queue, count(*)::bigint, sum(n)::bigint, max(n)::bigint,
+	sum(CASE WHEN n <= 1 THEN 1 ELSE 0 END)::bigint,
+	sum(CASE WHEN n <= 10 THEN 1 ELSE 0 END)::bigint,
+	sum(CASE WHEN n <= 100 THEN 1 ELSE 0 END)::bigint,
+	sum(CASE WHEN n <= 1000 THEN 1 ELSE 0 END)::bigint,
+	sum(CASE WHEN n <= 10000 THEN 1 ELSE 0 END)::bigint
+FROM (SELECT queue, flow_key, count(*) AS n FROM leasehold_job
+	WHERE flow_key IS NOT NULL
+		AND state IN ('available', 'scheduled', 'retryable')
+		AND ($1 = '' OR queue = $1)
+	GROUP BY queue, flow_key) AS k
+GROUP BY queue
+ORDER BY queue`
+
 func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
 	c := params.Claim
 	if c == nil || c.Max < 1 {
@@ -231,4 +264,49 @@ func (e *executor) SequenceBlocked(ctx context.Context, params *driver.SequenceB
 		return nil, fmt.Errorf("list blocked sequences: %w", translateError(err))
 	}
 	return out, nil
+}
+
+// KeyStats reports the top keys and the per-queue key summary.
+func (e *executor) KeyStats(ctx context.Context, params *driver.KeyStatsParams) (*driver.KeyStatsResult, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	res := &driver.KeyStatsResult{Top: []*driver.KeyStatsRow{}, Queues: []*driver.KeyQueueStatsRow{}}
+	rows, err := e.db.Query(ctx, keyStatsTopSQL, params.Queue, limit)
+	if err != nil {
+		return nil, fmt.Errorf("key stats: %w", translateError(err))
+	}
+	for rows.Next() {
+		r := &driver.KeyStatsRow{}
+		if err := rows.Scan(&r.Queue, &r.Key, &r.Waiting, &r.Running); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("key stats: %w", err)
+		}
+		res.Top = append(res.Top, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("key stats: %w", translateError(err))
+	}
+	rows, err = e.db.Query(ctx, keyStatsQueuesSQL, params.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("key stats: %w", translateError(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := &driver.KeyQueueStatsRow{WaitingBuckets: make([]int64, len(driver.KeyWaitingBounds))}
+		dest := []any{&r.Queue, &r.Keys, &r.Waiting, &r.MaxWaiting}
+		for i := range r.WaitingBuckets {
+			dest = append(dest, &r.WaitingBuckets[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("key stats: %w", err)
+		}
+		res.Queues = append(res.Queues, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("key stats: %w", translateError(err))
+	}
+	return res, nil
 }

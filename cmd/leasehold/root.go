@@ -51,7 +51,7 @@ faults and checks that no payment is lost or charged twice:
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", defaultDatabaseURL,
 		"database URL: postgres://..., postgresql://..., mysql://... or sqlite:FILE (env "+databaseURLEnv+")")
 	root.AddCommand(newDemoCmd(g), newVersionCmd(),
-		newMigrateCmd(g), newEnqueueCmd(g), newJobsCmd(g), newStuckCmd(g), newQueuesCmd(g), newPeriodicCmd(g), newStatsCmd(g), newServeCmd(g), newAuditCmd(g), newClientsCmd(g), newSequencesCmd(g))
+		newMigrateCmd(g), newEnqueueCmd(g), newJobsCmd(g), newStuckCmd(g), newQueuesCmd(g), newPeriodicCmd(g), newStatsCmd(g), newServeCmd(g), newAuditCmd(g), newClientsCmd(g), newSequencesCmd(g), newKeysCmd(g))
 	refuseTypos(root)
 	return root
 }

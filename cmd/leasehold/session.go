@@ -32,6 +32,7 @@ type operator interface {
 	QueueResume(ctx context.Context, name string) error
 	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
 	SequencesBlocked(ctx context.Context, params *leasehold.SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error)
+	KeyStats(ctx context.Context, params *leasehold.KeyStatsParams) (*driver.KeyStatsResult, error)
 }
 
 var _ operator = (*leasehold.Client[any])(nil)

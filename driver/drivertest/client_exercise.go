@@ -81,6 +81,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"Fairness", testClientFairness[TTx]},
 		{"Sequence", testClientSequence[TTx]},
 		{"KeyRateLimit", testClientKeyRateLimit[TTx]},
+		{"KeyStats", testClientKeyStats[TTx]},
 		{"CancelRunning", testClientCancelRunning[TTx]},
 		{"CancelCrashedHolder", testClientCancelCrashedHolder[TTx]},
 		{"PeriodicLeaderKilled", testClientPeriodicLeaderKilled[TTx]},

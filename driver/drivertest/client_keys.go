@@ -471,3 +471,69 @@ func testClientKeyRateLimit[TTx any](t *testing.T, b Backend[TTx]) {
 		t.Fatalf("%d keys started jobs, want %d", len(starts), keys)
 	}
 }
+
+// testClientKeyStats checks Client.KeyStats: the top keys by waiting jobs
+// with their running counts, the limit and the queue filter, and the
+// per-queue summary (distinct keys, waiting jobs, histogram buckets).
+func testClientKeyStats[TTx any](t *testing.T, b Backend[TTx]) {
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	c := env.client(nil, leasehold.Config{})
+	n := 0
+	add := func(queue, key string, count int) {
+		for range count {
+			n++
+			insert(t, c, keyArgs{N: n}, &leasehold.InsertOpts{Queue: queue, Key: key})
+		}
+	}
+	add("ks_a", "big", 12)
+	add("ks_a", "mid", 3)
+	add("ks_a", "one", 1)
+	add("ks_a", "", 4) // no key: not counted
+	add("ks_b", "x", 3)
+	claimed, err := env.exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "ks_b", Max: 1, Owner: "keystats", DefaultLeaseTTL: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("JobClaim: %d jobs, %v", len(claimed), err)
+	}
+
+	res, err := c.KeyStats(ctx, &leasehold.KeyStatsParams{Limit: 3})
+	if err != nil {
+		t.Fatalf("KeyStats: %v", err)
+	}
+	got := make([]string, 0, len(res.Top))
+	for _, r := range res.Top {
+		got = append(got, fmt.Sprintf("%s/%s:%d/%d", r.Queue, r.Key, r.Waiting, r.Running))
+	}
+	if want := "[ks_a/big:12/0 ks_a/mid:3/0 ks_b/x:2/1]"; fmt.Sprint(got) != want {
+		t.Errorf("top keys (queue/key:waiting/running) = %v, want %s", got, want)
+	}
+	if len(res.Queues) != 2 {
+		t.Fatalf("queue summaries = %d, want 2 (%+v)", len(res.Queues), res.Queues)
+	}
+	a, bq := res.Queues[0], res.Queues[1]
+	if a.Queue != "ks_a" || a.Keys != 3 || a.Waiting != 16 || a.MaxWaiting != 12 {
+		t.Errorf("ks_a summary = %+v, want 3 keys, 16 waiting, max 12", a)
+	}
+	// Bounds 1, 10, 100, ...: "one" ≤ 1; "mid" ≤ 10; "big" ≤ 100.
+	if want := "[1 2 3 3 3]"; fmt.Sprint(a.WaitingBuckets) != want {
+		t.Errorf("ks_a buckets = %v, want %s", a.WaitingBuckets, want)
+	}
+	if bq.Queue != "ks_b" || bq.Keys != 1 || bq.Waiting != 2 || bq.MaxWaiting != 2 {
+		t.Errorf("ks_b summary = %+v, want 1 key, 2 waiting, max 2", bq)
+	}
+
+	res, err = c.KeyStats(ctx, &leasehold.KeyStatsParams{Queue: "ks_b"})
+	if err != nil {
+		t.Fatalf("KeyStats(queue): %v", err)
+	}
+	if len(res.Top) != 1 || res.Top[0].Key != "x" || len(res.Queues) != 1 || res.Queues[0].Queue != "ks_b" {
+		t.Errorf("KeyStats(ks_b) = top %+v, queues %+v; want key x of ks_b alone", res.Top, res.Queues)
+	}
+	res, err = c.KeyStats(ctx, &leasehold.KeyStatsParams{Queue: "ks_none"})
+	if err != nil || res.Top == nil || len(res.Top) != 0 || res.Queues == nil || len(res.Queues) != 0 {
+		t.Errorf("KeyStats(no such queue) = %+v, %v; want empty, non-nil lists", res, err)
+	}
+	if _, err := c.KeyStats(ctx, &leasehold.KeyStatsParams{Limit: -1}); !errors.Is(err, leasehold.ErrInvalidArgs) {
+		t.Errorf("KeyStats(limit -1) = %v, want ErrInvalidArgs", err)
+	}
+}

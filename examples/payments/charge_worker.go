@@ -74,7 +74,8 @@ func (w *ChargeWorker[TTx]) Stats() ChargeStats {
 
 // Opts returns the worker options a charge needs: expiry policy stuck (a
 // charge whose worker vanished may have reached the PSP and is never re-run
-// blindly), and the worker's retry policy, attempts and lease.
+// blindly), one charge per customer at a time (KeyBy customer_id, KeyLimit
+// 1), and the worker's retry policy, attempts and lease.
 func (w *ChargeWorker[TTx]) Opts() *leasehold.WorkerOpts {
 	retry := w.Retry
 	if retry == nil {
@@ -84,7 +85,9 @@ func (w *ChargeWorker[TTx]) Opts() *leasehold.WorkerOpts {
 	if attempts == 0 {
 		attempts = 10
 	}
-	return &leasehold.WorkerOpts{ExpiryPolicy: leasetype.ExpiryStuck, Retry: retry, MaxAttempts: attempts, LeaseTTL: w.LeaseTTL}
+	return &leasehold.WorkerOpts{ExpiryPolicy: leasetype.ExpiryStuck, Retry: retry, MaxAttempts: attempts, LeaseTTL: w.LeaseTTL,
+		// One charge per customer at a time, in every queue and client.
+		KeyBy: []string{"customer_id"}, KeyLimit: 1}
 }
 
 // Work charges one payment.
@@ -109,7 +112,7 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	charge, err := w.PSP.Charge(ctx, p.IdempotencyKey, psp.ChargeRequest{Amount: p.AmountCents, Currency: p.Currency, Reference: p.ID})
+	charge, err := w.PSP.Charge(ctx, p.IdempotencyKey, psp.ChargeRequest{Amount: p.AmountCents, Currency: p.Currency, Reference: p.ID, Customer: job.Args.CustomerID})
 	if err != nil {
 		if psp.IsRetryable(err) {
 			// The outcome is unknown (timeout, lost response) or the PSP is

@@ -11,6 +11,11 @@
 //     transaction fenced by the lease token (Client.CompleteTx). A worker that
 //     lost its lease writes nothing. Transient PSP errors retry with backoff
 //     and jitter; a decline is a final answer, recorded at once.
+//   - One charge per customer runs at a time across the whole fleet: the
+//     charge job's key is the customer (InsertOpts.Key at creation, and
+//     KeyBy customer_id with KeyLimit 1 in ChargeWorker.Opts), enforced in
+//     the claim on the database clock, so two charges of one card never race
+//     at the PSP.
 //   - A charge whose lease expires is not re-run blindly: its expiry policy is
 //     stuck. The Reconciler, itself a periodic leased job, asks the PSP for
 //     the truth by idempotency key and settles each stuck charge and each
@@ -106,6 +111,9 @@ type NewPayment struct {
 	AmountCents int64
 	// Currency is an ISO 4217 code.
 	Currency string
+	// CustomerID is the card holder; the charge worker runs one charge per
+	// customer at a time. Empty means the payment is its own customer.
+	CustomerID string
 }
 
 // ChargeIdempotencyKey returns the PSP idempotency key of a payment's charge.
@@ -117,6 +125,9 @@ func ChargeIdempotencyKey(paymentID string) string { return "charge-" + paymentI
 type ChargeArgs struct {
 	// PaymentID is the payment to charge.
 	PaymentID string `json:"payment_id"`
+	// CustomerID is the payment's customer, the job's flow-control key
+	// (ChargeWorker.Opts: KeyBy customer_id, KeyLimit 1).
+	CustomerID string `json:"customer_id"`
 }
 
 // Kind implements leasehold.JobArgs.

@@ -291,3 +291,49 @@ func testReconcileGaveUp[TTx any](t *testing.T, e *env[TTx]) {
 		t.Fatalf("never-charged payment whose job gave up: %+v", p)
 	}
 }
+
+func TestChargeOnePerCustomer(t *testing.T) {
+	both(t, psp.Config{Seed: 5, MinLatency: 30 * time.Millisecond, MaxLatency: 30 * time.Millisecond},
+		testChargeOnePerCustomer[*sql.Tx], testChargeOnePerCustomer[pgx.Tx])
+}
+
+// testChargeOnePerCustomer: a charge job's key is its customer (the
+// payment's own ID when none is given), and with many workers free the PSP
+// never sees two charges of one customer at once (with the key limit off,
+// the six charges of a customer would overlap there).
+func testChargeOnePerCustomer[TTx any](t *testing.T, e *env[TTx]) {
+	ctx := context.Background()
+	inserter := e.client(nil, nil, 0)
+	const customers, each = 3, 6
+	for i := range customers * each {
+		id := fmt.Sprintf("pay_c%02d", i)
+		p, err := e.store.Create(ctx, inserter, payments.NewPayment{ID: id, AmountCents: 1999, Currency: "EUR", CustomerID: fmt.Sprintf("cust-%d", i%customers)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job, err := inserter.JobGet(ctx, p.ChargeJobID); err != nil || job.Key != fmt.Sprintf("cust-%d", i%customers) {
+			t.Fatalf("charge job of %s: key %q, %v; want its customer", id, job.Key, err)
+		}
+	}
+	own := e.create(inserter, "pay_own")
+	if job, err := inserter.JobGet(ctx, own.ChargeJobID); err != nil || job.Key != "pay_own" {
+		t.Fatalf("charge job of a payment without a customer: key %q, %v; want the payment ID", job.Key, err)
+	}
+
+	w := &payments.ChargeWorker[TTx]{Store: e.store, PSP: e.pspC, Retry: fastRetry(), MaxAttempts: 50}
+	if opts := w.Opts(); opts.KeyLimit != 1 || fmt.Sprint(opts.KeyBy) != "[customer_id]" {
+		t.Fatalf("charge worker options: KeyLimit %d, KeyBy %v; want 1, [customer_id]", opts.KeyLimit, opts.KeyBy)
+	}
+	ws := leasehold.NewWorkers()
+	if err := payments.AddWorkers(ws, w, &payments.Reconciler[TTx]{Store: e.store, PSP: e.pspC}); err != nil {
+		t.Fatal(err)
+	}
+	e.client(nil, ws, 10*time.Second)
+	waitFor(t, 30*time.Second, "all payments settled", func() bool {
+		counts, err := e.store.CountPrefix(ctx, "pay_")
+		return err == nil && counts.Succeeded == customers*each+1
+	})
+	if ps := e.psp.Stats(); ps.CustomerOverlaps != 0 || ps.Charges != customers*each+1 {
+		t.Fatalf("PSP stats %+v: want %d charges and no overlapping charges of a customer", ps, customers*each+1)
+	}
+}

@@ -140,7 +140,14 @@ func (s *Store[TTx]) CreateTx(ctx context.Context, tx TTx, client *leasehold.Cli
 	if _, err := q.exec(ctx, sqlInsertPayment, p.ID, p.AmountCents, p.Currency, key, now.UnixMilli(), now.UnixMilli()); err != nil {
 		return nil, fmt.Errorf("payments: insert payment %s: %w", p.ID, err)
 	}
-	res, err := client.InsertTx(ctx, tx, ChargeArgs{PaymentID: p.ID}, &leasehold.InsertOpts{UniqueKey: p.ID})
+	customer := p.CustomerID
+	if customer == "" {
+		customer = p.ID
+	}
+	// The key is set here too, not only derived by the worker's KeyBy: the
+	// inserting client may not have the charge worker registered.
+	res, err := client.InsertTx(ctx, tx, ChargeArgs{PaymentID: p.ID, CustomerID: customer},
+		&leasehold.InsertOpts{UniqueKey: p.ID, Key: customer})
 	if err != nil {
 		return nil, fmt.Errorf("payments: enqueue charge of %s: %w", p.ID, err)
 	}

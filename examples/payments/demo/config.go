@@ -16,6 +16,9 @@ import (
 type Config struct {
 	// Payments is how many payments to create; default 1000.
 	Payments int
+	// Customers is how many customers the payments belong to (round
+	// robin); each runs one charge at a time. Default Payments/2, at least 1.
+	Customers int
 	// Workers is how many worker clients run at once; default 4. A crashed
 	// one is replaced.
 	Workers int
@@ -90,6 +93,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	def(&c.Payments, 1000)
+	def(&c.Customers, max(c.Payments/2, 1))
 	def(&c.Workers, 4)
 	def(&c.Concurrency, 8)
 	def(&c.Crashes, 3)

@@ -233,7 +233,8 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 				if i >= len(ids) || ctx.Err() != nil {
 					return
 				}
-				if err := r.createOne(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR"}); err != nil {
+				if err := r.createOne(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR",
+					CustomerID: fmt.Sprintf("cust_%s_%05d", r.cfg.RunID, i%r.cfg.Customers)}); err != nil {
 					errs <- err
 					return
 				}

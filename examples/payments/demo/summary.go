@@ -28,6 +28,12 @@ type Summary struct {
 	PSPCharges int64 `json:"psp_charges"`
 	// DoubleCharges counts payments charged more than once. Must be 0.
 	DoubleCharges int64 `json:"double_charges"`
+	// CustomerOverlaps counts charge requests the PSP received while
+	// another charge request of the same customer was being answered: the
+	// charge queue runs one charge per customer at a time. Must be 0.
+	CustomerOverlaps int64 `json:"customer_overlaps"`
+	// Customers is how many customers the payments belong to.
+	Customers int64 `json:"customers"`
 	// Lost counts created payments missing from the database, and payments whose
 	// status disagrees with the PSP's ledger (charged but not recorded
 	// succeeded, or recorded succeeded without a charge). Must be 0.
@@ -79,7 +85,7 @@ type Summary struct {
 
 // OK reports whether nothing was lost, doubled or left pending.
 func (s *Summary) OK() bool {
-	return s.Lost == 0 && s.DoubleCharges == 0 && s.Pending == 0 && s.NotCreated == 0 && s.Settled == s.Payments
+	return s.Lost == 0 && s.DoubleCharges == 0 && s.CustomerOverlaps == 0 && s.Pending == 0 && s.NotCreated == 0 && s.Settled == s.Payments
 }
 
 // summarize checks every payment of the run against the PSP's ledger and
@@ -154,6 +160,7 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 	}
 	st := r.psp.Stats()
 	s.PSPErrors, s.LostResponses, s.SlowResponses, s.Declines, s.Replays = st.InjectedErrors, st.LostResponses, st.SlowResponses, st.Declines, st.Replays
+	s.CustomerOverlaps, s.Customers = st.CustomerOverlaps, int64(r.cfg.Customers)
 	s.Crashes, s.Pauses = r.crashes.Load(), r.pauses.Load()
 	s.CreateRetries = r.createRetries.Load()
 	r.mu.Lock()
@@ -193,6 +200,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"PSP charges", fmt.Sprintf("%d (one per succeeded payment)", s.PSPCharges)},
 		{"double charges", check(s.DoubleCharges)},
 		{"lost payments", check(s.Lost)},
+		{"overlapping charges of a customer", check(s.CustomerOverlaps) + fmt.Sprintf(" (%d customers, one charge each at a time)", s.Customers)},
 		{"", ""},
 		{"worker crashes", fmt.Sprintf("%d (%d worker clients started)", s.Crashes, s.WorkerClients)},
 		{"worker pauses", fmt.Sprint(s.Pauses)},

@@ -46,6 +46,13 @@ type ChargeRequest struct {
 	// Reference is the merchant's own identifier for the payment. The ledger
 	// groups charges by it to detect double charges.
 	Reference string `json:"reference"`
+	// Customer, when set, names the card holder. The simulator counts
+	// charge requests of one customer that overlap (Stats.CustomerOverlaps):
+	// a caller that runs one charge per customer at a time makes none.
+	Customer string `json:"customer,omitempty"`
+	// Merchant, when set, names the merchant account charged for;
+	// Config.MerchantRateLimit bounds its requests.
+	Merchant string `json:"merchant,omitempty"`
 }
 
 // Charge is a charge as the PSP records it.
@@ -90,4 +97,10 @@ type Stats struct {
 	// DoubleCharges counts references with more than one successful charge.
 	// With callers that derive idempotency keys from the payment it is zero.
 	DoubleCharges int64 `json:"double_charges"`
+	// RateLimited counts charge requests refused with 429 because their
+	// merchant was over Config.MerchantRateLimit: nothing was charged.
+	RateLimited int64 `json:"rate_limited"`
+	// CustomerOverlaps counts charge requests that arrived while another
+	// charge request of the same customer was still being answered.
+	CustomerOverlaps int64 `json:"customer_overlaps"`
 }

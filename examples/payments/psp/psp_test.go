@@ -122,3 +122,68 @@ func TestSlowResponseOutlastsTimeout(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestMerchantRateLimit: requests of a merchant over its limit in one
+// window get a retryable 429 and charge nothing; another merchant and
+// requests without a merchant are not limited.
+func TestMerchantRateLimit(t *testing.T) {
+	t.Parallel()
+	s, c := start(t, psp.Config{MerchantRateLimit: 2, MerchantRatePeriod: time.Hour})
+	ctx := context.Background()
+	charge := func(ref, merchant string) error {
+		_, err := c.Charge(ctx, "charge-"+ref, psp.ChargeRequest{Amount: 100, Currency: "EUR", Reference: ref, Merchant: merchant})
+		return err
+	}
+	for _, ref := range []string{"a1", "a2"} {
+		if err := charge(ref, "m-a"); err != nil {
+			t.Fatalf("charge %s within the limit: %v", ref, err)
+		}
+	}
+	var perr *psp.Error
+	if err := charge("a3", "m-a"); !errors.As(err, &perr) || perr.StatusCode != 429 || !psp.IsRetryable(err) {
+		t.Fatalf("third charge of m-a in the window = %v, want a retryable 429", err)
+	}
+	if err := charge("b1", "m-b"); err != nil {
+		t.Fatalf("charge of another merchant: %v", err)
+	}
+	if err := charge("n1", ""); err != nil {
+		t.Fatalf("charge without a merchant: %v", err)
+	}
+	if st := s.Stats(); st.RateLimited != 1 || st.Charges != 4 || s.CapturedFor("a3") != 0 {
+		t.Fatalf("stats %+v: want 1 rate-limited request, 4 charges, nothing for a3", st)
+	}
+}
+
+// TestCustomerOverlaps: a charge request of a customer that arrives while
+// another of the same customer is being answered is counted; one after the
+// other, or of different customers, are not.
+func TestCustomerOverlaps(t *testing.T) {
+	t.Parallel()
+	s, c := start(t, psp.Config{MinLatency: 200 * time.Millisecond, MaxLatency: 200 * time.Millisecond})
+	ctx := context.Background()
+	charge := func(ref, customer string) error {
+		_, err := c.Charge(ctx, "charge-"+ref, psp.ChargeRequest{Amount: 100, Currency: "EUR", Reference: ref, Customer: customer})
+		return err
+	}
+	if err := charge("s1", "c-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := charge("s2", "c-1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().CustomerOverlaps; n != 0 {
+		t.Fatalf("sequential charges of one customer: %d overlaps, want 0", n)
+	}
+	errs := make(chan error, 3)
+	for _, x := range [][2]string{{"p1", "c-2"}, {"p2", "c-2"}, {"p3", "c-3"}} {
+		go func() { errs <- charge(x[0], x[1]) }()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Stats().CustomerOverlaps; n != 1 {
+		t.Fatalf("two concurrent charges of c-2 and one of c-3: %d overlaps, want 1", n)
+	}
+}

@@ -1,6 +1,7 @@
 package psp
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,19 @@ type Config struct {
 	SlowRate float64
 	// SlowDelay is the extra delay of slow requests; default 1 s.
 	SlowDelay time.Duration
+	// MerchantRateLimit, when positive, is the most charge requests per
+	// merchant (ChargeRequest.Merchant) in each fixed window of
+	// MerchantRatePeriod, aligned to the Unix epoch as Leasehold's
+	// KeyRateLimit windows are; requests over it get 429 and charge nothing.
+	MerchantRateLimit int
+	// MerchantRatePeriod is the window of MerchantRateLimit; default 1 s.
+	MerchantRatePeriod time.Duration
+}
+
+// rateWindow is one merchant's count in its current window.
+type rateWindow struct {
+	start int64 // window index: Unix nanoseconds / period
+	count int
 }
 
 // Server is a running PSP simulator. Create it with Start.
@@ -57,6 +71,8 @@ type Server struct {
 	charges  []*Charge // creation order
 	requests atomic.Int64
 	stats    Stats
+	inFlight map[string]int         // charge requests being answered per customer
+	windows  map[string]*rateWindow // per merchant
 }
 
 // entry is one idempotency key's record: the charge and the request that made it.
@@ -70,6 +86,9 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.SlowDelay <= 0 {
 		cfg.SlowDelay = time.Second
 	}
+	if cfg.MerchantRatePeriod <= 0 {
+		cfg.MerchantRatePeriod = time.Second
+	}
 	if cfg.MaxLatency < cfg.MinLatency {
 		cfg.MaxLatency = cfg.MinLatency
 	}
@@ -80,6 +99,7 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, listener: ln, closed: make(chan struct{}),
 		byKey: map[string]*entry{}, byID: map[string]*entry{}, calls: map[string]int{}, captured: map[string]int{},
+		inFlight: map[string]int{}, windows: map[string]*rateWindow{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/charges", s.handleCharge)
@@ -191,6 +211,24 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	if s.overRate(req.Merchant) {
+		s.stats.RateLimited++
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for merchant "+req.Merchant)
+		return
+	}
+	if req.Customer != "" {
+		// Counted while the request is answered or until the caller gives
+		// up (its connection closes), whichever comes first.
+		if s.inFlight[req.Customer]++; s.inFlight[req.Customer] > 1 {
+			s.stats.CustomerOverlaps++
+		}
+		context.AfterFunc(r.Context(), func() {
+			s.mu.Lock()
+			s.inFlight[req.Customer]--
+			s.mu.Unlock()
+		})
+	}
 	s.calls[key]++
 	n := s.calls[key]
 	if s.roll("error", key, n) < s.cfg.ErrorRate {
@@ -260,6 +298,25 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, &out)
+}
+
+// overRate counts a request of merchant in its current window and reports
+// whether the window was already full. Called with s.mu held.
+func (s *Server) overRate(merchant string) bool {
+	if s.cfg.MerchantRateLimit <= 0 || merchant == "" {
+		return false
+	}
+	idx := time.Now().UnixNano() / int64(s.cfg.MerchantRatePeriod)
+	win := s.windows[merchant]
+	if win == nil || win.start != idx {
+		win = &rateWindow{start: idx}
+		s.windows[merchant] = win
+	}
+	if win.count >= s.cfg.MerchantRateLimit {
+		return true
+	}
+	win.count++
+	return false
 }
 
 // dropConnection closes the connection without a response, as a network
