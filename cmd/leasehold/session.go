@@ -32,6 +32,7 @@ type operator interface {
 	QueueResume(ctx context.Context, name string) error
 	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
 	SequencesBlocked(ctx context.Context, params *leasehold.SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error)
+	JobLineage(ctx context.Context, id int64, limit int) (*leasehold.GraphView, error)
 }
 
 var _ operator = (*leasehold.Client[any])(nil)
