@@ -197,6 +197,21 @@ inserts members and a callback that runs once after all of them finished,
 whatever their outcome (DependencyAny), with their counts in its args
 (BatchOutcome).
 
+# Graphs
+
+NewGraph and Graph.Add build a graph of named steps, each with its parents
+(steps added before it, so no cycle can be built); InsertGraph (or
+InsertGraphTx, in the caller's transaction) inserts it in one transaction:
+the first step, whose job ID becomes the graph's ID, then the others, each
+pending on its parents. Every step carries its graph ID and step name in
+its metadata under "leasehold_graph" (GraphNodeOf reads them) — no schema
+of its own. Graph lists a graph's steps and edges, JobLineage a job's
+ancestors and descendants (both walk the edges job by job, for operators);
+GraphCancel cancels every unfinished step, last first, with LastError
+naming the graph, and asks running ones to stop as JobCancel does. The CLI
+prints a lineage (leasehold jobs graph ID); the dashboard draws it on the
+job page and a whole graph at /graphs/{id}.
+
 # Operator actions and the audit trail
 
 JobRetry, JobCancel, JobDiscard, ResolveStuck (and ResolveStuckTx),

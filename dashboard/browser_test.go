@@ -256,6 +256,7 @@ func TestBrowser(t *testing.T) {
 	// Every page at a desktop and a phone width: nothing overflows the page
 	// sideways, the header's links stay on screen, and at 1440 px the main
 	// tables fit without scrolling, the overview's lag column in view.
+	graph := e.insertWideGraph(8)
 	pages := []struct{ name, path, wait string }{
 		{"overview", "/", "table.queues"},
 		{"jobs", "/jobs", "table.grid tbody tr"},
@@ -270,6 +271,8 @@ func TestBrowser(t *testing.T) {
 		{"clients", "/clients", "table.clients td.mono"},
 		{"keys", "/keys", "table.keys"},
 		{"jobs-bulk", "/jobs?state=discarded&queue=payments", "form.bulk"},
+		{"job-graph", fmt.Sprintf("/jobs/%d", graph["payout-merchant-2"]), "svg.depgraph"},
+		{"graph", fmt.Sprintf("/graphs/%d", graph["split-settlements"]), "svg.depgraph"},
 	}
 	for _, w := range []int64{1440, 390} {
 		width = w

@@ -408,6 +408,11 @@ type jobData struct {
 	// Downstream those waiting on it (when the source records them).
 	Stages               []*leasetype.StageRow
 	Upstream, Downstream []*leasetype.DependencyRow
+	// GraphID and Step name the job's graph and step (InsertGraph); Graph
+	// draws its dependencies.
+	GraphID int64
+	Step    string
+	Graph   *depGraph
 }
 
 func (h *handler) job(r *http.Request, p *pageData) error {
@@ -427,6 +432,9 @@ func (h *handler) job(r *http.Request, p *pageData) error {
 	}
 	d := &jobData{Job: job, Attempts: attempts, Timeline: newTimeline(leasesOf(job, attempts, p.Now)), Audit: h.jobAudit(r, id)}
 	if err := h.jobStages(r, d); err != nil {
+		return err
+	}
+	if err := h.jobGraph(r, d); err != nil {
 		return err
 	}
 	switch job.State {

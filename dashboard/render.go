@@ -206,7 +206,7 @@ func (h *handler) parseTemplates() error {
 		"pathEscape": url.PathEscape,
 	}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "discarded", "schedules", "login", "error", "audit", "bulk", "clients", "keys"} {
+	for _, name := range []string{"overview", "jobs", "job", "running", "stuck", "discarded", "schedules", "login", "error", "audit", "bulk", "clients", "keys", "graph"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("dashboard: parse template %s: %w", name, err)

@@ -29,7 +29,7 @@ func newJobsCmd(g *globalOptions) *cobra.Command {
 		newJobActionCmd(g, jobActions()["retry"]),
 		newJobActionCmd(g, jobActions()["cancel"]),
 		newJobActionCmd(g, jobActions()["discard"]),
-		newJobsDeleteCmd(g))
+		newJobsDeleteCmd(g), newJobsGraphCmd(g))
 	return cmd
 }
 

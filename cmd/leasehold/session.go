@@ -33,6 +33,7 @@ type operator interface {
 	QueueList(ctx context.Context) ([]*leasehold.QueueInfo, error)
 	SequencesBlocked(ctx context.Context, params *leasehold.SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error)
 	KeyStats(ctx context.Context, params *leasehold.KeyStatsParams) (*driver.KeyStatsResult, error)
+	JobLineage(ctx context.Context, id int64, limit int) (*leasehold.GraphView, error)
 }
 
 var _ operator = (*leasehold.Client[any])(nil)

@@ -90,6 +90,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"Dependencies", testClientDependencies[TTx]},
 		{"DependencyFailure", testClientDependencyFailure[TTx]},
 		{"Batch", testClientBatch[TTx]},
+		{"Graph", testClientGraph[TTx]},
 		{"PeriodicRestart", testClientPeriodicRestart[TTx]},
 		{"PeriodicLeaderStepsDown", testClientPeriodicLeaderStepsDown[TTx]},
 		{"Retention", testClientRetention[TTx]},
