@@ -121,12 +121,16 @@ func testClientKeyLimit[TTx any](t *testing.T, b Backend[TTx]) {
 			env := newClientEnv(t, b)
 			ctx := context.Background()
 			pk := newPerKey()
+			// Long enough that the jobs of one key claimed by different
+			// clients overlap even when the claims queue for SQLite's one
+			// writer on a loaded machine: the limit must be reached.
+			hold := 40 * time.Millisecond * time.Duration(limit*limit)
 			workers := leasehold.NewWorkers()
 			leasehold.AddWorkerWithOpts(workers, leasehold.WorkFunc[keyArgs](func(ctx context.Context, j *leasehold.Job[keyArgs]) error {
 				pk.enter(j.Key)
 				defer pk.leave(j.Key)
 				select {
-				case <-time.After(40 * time.Millisecond):
+				case <-time.After(hold):
 					return nil
 				case <-ctx.Done():
 					return ctx.Err()
