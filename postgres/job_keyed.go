@@ -79,21 +79,7 @@ locked AS MATERIALIZED (
 	WHERE id IN (SELECT id FROM picked)
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE leasehold_job SET
-	state = 'running',
-	attempt = attempt + 1,
-	lease_token = lease_token + 1,
-	lease_owner = $3,
-	leased_at = now(),
-	lease_until = now() + coalesce(
-		lease_ttl_ms,
-		(SELECT k.ttl_ms FROM unnest($4::text[], $5::bigint[]) AS k(ttl_kind, ttl_ms)
-		 WHERE k.ttl_kind = leasehold_job.kind LIMIT 1),
-		$6::bigint) * interval '1 millisecond',
-	heartbeat_at = NULL,
-	heartbeats = 0,
-	expiry_policy = CASE WHEN kind = ANY($7::text[]) THEN 'stuck' ELSE 'retry' END
-FROM locked
+` + jobLeaseSetSQL + `FROM locked
 WHERE leasehold_job.ctid = locked.picked_ctid
 RETURNING ` + jobColumns
 

@@ -54,6 +54,14 @@ WITH picked AS MATERIALIZED (
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
+` + jobLeaseSetSQL + `FROM picked
+WHERE leasehold_job.ctid = picked.picked_ctid
+RETURNING ` + jobColumns
+
+// jobLeaseSetSQL is what every claim writes to the rows it picked: the
+// fast claim and the keyed claim (job_keyed.go) share it, owner $3, TTLs by
+// kind $4/$5, default TTL $6 (ms), stuck-policy kinds $7.
+const jobLeaseSetSQL = `
 UPDATE leasehold_job SET
 	state = 'running',
 	attempt = attempt + 1,
@@ -68,9 +76,7 @@ UPDATE leasehold_job SET
 	heartbeat_at = NULL,
 	heartbeats = 0,
 	expiry_policy = CASE WHEN kind = ANY($7::text[]) THEN 'stuck' ELSE 'retry' END
-FROM picked
-WHERE leasehold_job.ctid = picked.picked_ctid
-RETURNING ` + jobColumns
+`
 
 // jobHeartbeatSQL renews the leases given as parallel arrays of id, token
 // and TTL in milliseconds, held by lease owner $4. It writes only unindexed
