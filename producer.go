@@ -251,10 +251,7 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 	defer claims.Wait()
 	p.accept(ctx)
 	defer p.refuse()
-	type claimDone struct {
-		reserved int
-		err      error
-	}
+	type claimDone struct{ err error }
 	done := make(chan claimDone, maxClaimsInFlight)
 	inFlight := 0 // the loop's claims in flight
 	// deferred: a wake-up or poll found the workers reserved by claims in
@@ -272,7 +269,6 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			p.rewind()
 		case d := <-done:
 			inFlight--
-			p.reserve(-d.reserved)
 			if d.err != nil {
 				if ctx.Err() != nil {
 					return
@@ -298,7 +294,12 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			claims.Add(1)
 			go func() {
 				defer claims.Done()
-				done <- claimDone{reserved: free, err: c.claimAndStart(ctx, p, free)}
+				err := c.claimAndStart(ctx, p, free)
+				// The claim gives its reservation back itself: a claim
+				// that returns after the loop ended (the client stopping)
+				// must not leave the workers reserved for a restart.
+				p.reserve(-free)
+				done <- claimDone{err: err}
 			}()
 		case inFlight > 0:
 			deferred = true

@@ -109,6 +109,61 @@ func TestClaimsOverlap(t *testing.T) {
 	}
 }
 
+// TestRestartAfterClaimInFlight: a claim still in flight when Stop begins
+// gives back the workers it reserved, so a restarted client claims again.
+// (The loop used to undo a claim's reservation only when it read the
+// claim's result, which a stopping loop never does.)
+func TestRestartAfterClaimInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := &slowClaimDriver{Driver: newTestSQLite(t), delay: 300 * time.Millisecond}
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[overlapArgs](func(context.Context, *Job[overlapArgs]) error { return nil }))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler), PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Stop while the first claim sleeps in JobClaim.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.mu.Lock()
+		inFlight := d.inFlight
+		d.mu.Unlock()
+		if inFlight > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no claim in flight within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.core.producers {
+		if free := p.free(); free != p.maxWorkers {
+			t.Fatalf("queue %s after Stop: %d of %d workers free; a claim's reservation outlived the loop", p.queue, free, p.maxWorkers)
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	if _, err := c.Insert(ctx, overlapArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for c.Stats().Completed < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted client never ran the job: stats %+v", c.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 type overlapArgs struct {
 	N int `json:"n"`
 }

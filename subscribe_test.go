@@ -259,9 +259,16 @@ func TestSubscribeConfigErrors(t *testing.T) {
 func TestSubscribeAcrossStopAndStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	release := make(chan struct{})
+	release, started := make(chan struct{}), make(chan struct{}, 1)
 	w := NewWorkers()
-	AddWorker(w, WorkFunc[noopArgs](func(context.Context, *Job[noopArgs]) error { <-release; return nil }))
+	AddWorker(w, WorkFunc[noopArgs](func(context.Context, *Job[noopArgs]) error {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil
+	}))
 	c, err := NewClient(newTestSQLite(t), &Config{Workers: w, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +281,13 @@ func TestSubscribeAcrossStopAndStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitRunning(t, c, first.Job.ID)
+	// The handler must have started: a job claimed but not yet started
+	// when Stop begins is released, not run.
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first job's handler never started")
+	}
 	close(release)
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -328,7 +329,12 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	jobs, err := e.claimedJobs(ctx, leases)
+	// The claim committed: its rows are read even when ctx ended since (the
+	// client stopping), or its jobs would stay leased to no one until their
+	// leases expired.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimedReadTimeout)
+	defer cancel()
+	jobs, err := e.claimedJobs(readCtx, leases)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -361,6 +367,9 @@ func scanClaim(s sqlbackend.RowScanner) (*claimedLease, error) {
 // the row then shows; its lease fields are the claim's all the same, so that
 // a lease lost meanwhile is fenced off by its token like any other. A job
 // deleted meanwhile is left out.
+// claimedReadTimeout bounds the read of a committed claim's rows.
+const claimedReadTimeout = 10 * time.Second
+
 func (e *executor) claimedJobs(ctx context.Context, leases []*claimedLease) ([]*leasetype.JobRow, error) {
 	if len(leases) == 0 {
 		return []*leasetype.JobRow{}, nil

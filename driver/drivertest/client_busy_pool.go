@@ -111,6 +111,10 @@ func testClientBusyPool[TTx any](t *testing.T, b Backend[TTx]) {
 	for _, id := range ids {
 		env.waitState(id, leasetype.JobStateCompleted, 30*time.Second)
 	}
+	// The client counts an outcome once its write returned, a moment after
+	// the row shows it.
+	waitFor(t, 30*time.Second, func() bool { return c.Stats().Completed >= jobs },
+		func() string { return fmt.Sprintf("stats %+v", c.Stats()) })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(handlerErrs) > 0 {
