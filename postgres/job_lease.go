@@ -204,14 +204,19 @@ SELECT id FROM finished`
 // ends the transaction and frees its row locks), when one statement runs
 // that long (statement_timeout), and, on Postgres 17 and later, when the
 // whole rest of the transaction takes that long (transaction_timeout; the
-// timer starts when it is set). Reading pg_settings skips a setting the
-// server does not have, and a setting already tighter is kept. A pooler in
-// transaction mode keeps the settings to the transaction too.
+// timer starts when it is set). current_setting with missing_ok skips a
+// setting the server does not have, and a setting already tighter is kept
+// (the settings read as intervals: '0', '30s', '5min'). It reads the three
+// settings by name: pg_settings would materialize every setting of the
+// server on each call, which cost more server time than the completion
+// itself. A pooler in transaction mode keeps the settings to the
+// transaction too.
 const jobBoundTxSQL = `
-SELECT set_config(name, $1::bigint::text, true)
-FROM pg_settings
-WHERE name IN ('idle_in_transaction_session_timeout', 'statement_timeout', 'transaction_timeout')
-	AND (setting::bigint <= 0 OR setting::bigint > $1::bigint)`
+SELECT set_config(s.name, $1::bigint::text, true)
+FROM (VALUES ('idle_in_transaction_session_timeout'), ('statement_timeout'), ('transaction_timeout')) AS s(name)
+WHERE current_setting(s.name, true) IS NOT NULL
+	AND (current_setting(s.name, true)::interval <= interval '0'
+		OR current_setting(s.name, true)::interval > $1::bigint * interval '1 millisecond')`
 
 // jobExpireSQL reclaims up to $1 running jobs whose lease expired. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
@@ -324,16 +329,41 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	if len(params.Items) == 0 {
 		return []int64{}, nil
 	}
-	if _, inTx := e.db.(pgx.Tx); inTx && params.TxBound > 0 {
-		if err := e.boundTx(ctx, params.TxBound); err != nil {
-			return nil, err
-		}
-	}
 	query, args, err := finishQuery(params)
 	if err != nil {
 		return nil, err
 	}
+	if _, inTx := e.db.(pgx.Tx); inTx && params.TxBound > 0 {
+		return e.finishBounded(ctx, params.TxBound, query, args)
+	}
 	return e.queryIDs(ctx, "finish leases", query, args...)
+}
+
+// finishBounded bounds the caller's transaction (jobBoundTxSQL) and writes
+// the outcomes in it, both sent as one batch: one round trip, as a
+// completion in the caller's transaction (CompleteTx) costs the handler's
+// connection that much time.
+func (e *executor) finishBounded(ctx context.Context, bound time.Duration, query string, args []any) ([]int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(jobBoundTxSQL, (bound + time.Millisecond - 1).Milliseconds())
+	b.Queue(query, args...)
+	br := e.db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("finish leases: bound the transaction: %w", translateError(err))
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("finish leases: %w", translateError(err))
+	}
+	written, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("finish leases: %w", translateError(err))
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("finish leases: %w", translateError(err))
+	}
+	return written, nil
 }
 
 // finishQuery returns the statement that writes params (jobCompleteSQL when
