@@ -396,29 +396,42 @@ func (c *completer) readBack(ctx context.Context, batch []*finishRequest) ([]boo
 	var firstErr error
 	for start := 0; start < len(batch); start += driver.MaxAttemptLeases {
 		chunk := batch[start:min(len(batch), start+driver.MaxAttemptLeases)]
-		refs := make([]driver.LeaseRef, len(chunk))
-		for i, r := range chunk {
-			refs[i] = driver.LeaseRef{ID: r.item.ID, Token: r.item.Token}
-		}
+		refs := leaseRefs(chunk)
 		attempts, err := c.exec.JobAttempts(ctx, &driver.JobAttemptsParams{Leases: refs})
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		byLease := make(map[driver.LeaseRef]*leasetype.AttemptRow, len(attempts))
-		for _, a := range attempts {
-			if a.Owner == c.owner && a.Outcome != leasetype.OutcomeLeaseExpired {
-				byLease[driver.LeaseRef{ID: a.JobID, Token: a.Token}] = a
-			}
-		}
-		for i, r := range chunk {
-			if found := byLease[refs[i]]; found != nil {
-				c.readBackFound(r, found)
-				landed[start+i] = true
-			}
-		}
+		c.landedOf(chunk, refs, attempts, landed[start:])
 	}
 	return landed, firstErr
+}
+
+// leaseRefs names the leases of batch, for JobAttemptsParams.Leases.
+func leaseRefs(batch []*finishRequest) []driver.LeaseRef {
+	refs := make([]driver.LeaseRef, len(batch))
+	for i, r := range batch {
+		refs[i] = driver.LeaseRef{ID: r.item.ID, Token: r.item.Token}
+	}
+	return refs
+}
+
+// landedOf sets landed[i] for each request of batch (named by refs) whose
+// lease ended with an outcome of this client's among attempts, the attempt
+// rows read for refs, and records what was found (readBackFound).
+func (c *completer) landedOf(batch []*finishRequest, refs []driver.LeaseRef, attempts []*leasetype.AttemptRow, landed []bool) {
+	byLease := make(map[driver.LeaseRef]*leasetype.AttemptRow, len(attempts))
+	for _, a := range attempts {
+		if a.Owner == c.owner && a.Outcome != leasetype.OutcomeLeaseExpired {
+			byLease[driver.LeaseRef{ID: a.JobID, Token: a.Token}] = a
+		}
+	}
+	for i, r := range batch {
+		if found := byLease[refs[i]]; found != nil {
+			c.readBackFound(r, found)
+			landed[i] = true
+		}
+	}
 }
 
 // readBackFound records that r's lease already ended with found, its own

@@ -187,6 +187,13 @@ func (cf *txConfirmer) check(ctx context.Context, batch []*finishRequest) (again
 		}
 		return again
 	}
+	cf.settle(batch, landed)
+	return nil
+}
+
+// settle ends each request of batch as its read found it: confirmed when
+// landed, else not committed.
+func (cf *txConfirmer) settle(batch []*finishRequest, landed []bool) {
 	for i, r := range batch {
 		if landed[i] {
 			r.done.outcomeWritten(nil)
@@ -194,7 +201,35 @@ func (cf *txConfirmer) check(ctx context.Context, batch []*finishRequest) (again
 		}
 		cf.notCommitted(r.lease)
 	}
-	return nil
+}
+
+// takeAlong removes up to n queued confirmations for a claim to read along
+// (driver.AttemptsClaimer): their read then costs no transaction of its
+// own. The claim settles them (settle), or gives them back.
+func (cf *txConfirmer) takeAlong(n int) []*finishRequest {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	if len(cf.queued) == 0 {
+		return nil
+	}
+	n = min(n, len(cf.queued))
+	taken := make([]*finishRequest, n)
+	copy(taken, cf.queued)
+	cf.queued = append(cf.queued[:0], cf.queued[n:]...)
+	return taken
+}
+
+// giveBack queues again the confirmations a claim took but could not read,
+// due at once.
+func (cf *txConfirmer) giveBack(rs []*finishRequest) {
+	cf.mu.Lock()
+	cf.queued = append(cf.queued, rs...)
+	cf.firstAt = time.Now().Add(-cf.maxDelay)
+	cf.mu.Unlock()
+	select {
+	case cf.wake <- struct{}{}:
+	default:
+	}
 }
 
 // giveUp ends a lease whose CompleteTx commit could not be confirmed before

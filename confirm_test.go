@@ -2,12 +2,14 @@ package leasehold
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/sqlitetest"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -159,4 +161,131 @@ func TestConfirmerBatchesAndWritesNothing(t *testing.T) {
 	if len(missing) != 1 || missing[0] != n+1 {
 		t.Fatalf("not committed = %v, want [%d]", missing, n+1)
 	}
+}
+
+// alongDriver is a driver whose executor reads attempt rows and claims in
+// one call (driver.AttemptsClaimer, here the two calls one after the
+// other), counting the calls that carried confirmations and the
+// confirming reads sent alone.
+type alongDriver struct {
+	driver.Driver[*sql.Tx]
+	mu                 sync.Mutex
+	along, alongLeases int
+	alone, aloneLeases int
+}
+
+func (d *alongDriver) GetExecutor() driver.Executor {
+	return &alongExecutor{Executor: d.Driver.GetExecutor(), d: d}
+}
+
+type alongExecutor struct {
+	driver.Executor
+	d *alongDriver
+}
+
+func (e *alongExecutor) JobAttempts(ctx context.Context, p *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
+	if len(p.Leases) > 0 {
+		e.d.mu.Lock()
+		e.d.alone++
+		e.d.aloneLeases += len(p.Leases)
+		e.d.mu.Unlock()
+	}
+	return e.Executor.JobAttempts(ctx, p)
+}
+
+func (e *alongExecutor) JobAttemptsAndClaim(ctx context.Context, a *driver.JobAttemptsParams, c *driver.JobClaimParams) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error) {
+	e.d.mu.Lock()
+	e.d.along++
+	e.d.alongLeases += len(a.Leases)
+	e.d.mu.Unlock()
+	found, err := e.Executor.JobAttempts(ctx, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := e.Executor.JobClaim(ctx, c)
+	return found, rows, err
+}
+
+// TestClaimsCarryConfirmations: with an executor that reads attempts and
+// claims in one round trip, the claims of a busy queue carry the
+// confirmations of CompleteTx commits; every job is confirmed once, and a
+// transaction that rolled back after CompleteTx is still caught (its job
+// retried), whichever read confirms it.
+func TestClaimsCarryConfirmations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, db := sqlitetest.Open(t)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE ledger (job_id INTEGER PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	d := &alongDriver{Driver: base}
+	const jobs = 400
+	var rolledBack sync.Map // job IDs whose first transaction rolled back
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[overlapArgs](func(ctx context.Context, j *Job[overlapArgs]) error {
+		c, err := ClientFromContext[*sql.Tx](ctx)
+		if err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // no-op after commit
+		if _, err := tx.ExecContext(ctx, "INSERT INTO ledger (job_id) VALUES (?)", j.ID); err != nil {
+			return err
+		}
+		if err := c.CompleteTx(ctx, tx, j.JobRow); err != nil {
+			return err
+		}
+		if j.Args.N%50 == 0 {
+			if _, again := rolledBack.LoadOrStore(j.ID, true); !again {
+				return nil // rolled back by the deferred Rollback, yet nil
+			}
+		}
+		return tx.Commit()
+	}))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler),
+		Queues: map[string]QueueConfig{defaultQueue: {MaxWorkers: 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]InsertManyParams, jobs)
+	for i := range params {
+		params[i] = InsertManyParams{Args: overlapArgs{N: i}}
+	}
+	if _, err := c.InsertManyFast(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for c.Stats().Completed < jobs && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	if st.Completed != jobs {
+		t.Fatalf("completed %d of %d jobs (stats %+v)", st.Completed, jobs, st)
+	}
+	var ledger, retried int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM ledger").Scan(&ledger); err != nil {
+		t.Fatal(err)
+	}
+	rolledBack.Range(func(any, any) bool { retried++; return true })
+	if ledger != jobs || retried != jobs/50 || st.Failed != int64(retried) {
+		t.Fatalf("ledger rows %d (want %d), rolled-back first attempts %d (want %d) counted failed %d", ledger, jobs, retried, jobs/50, st.Failed)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.along == 0 || d.alongLeases == 0 {
+		t.Fatalf("no claim carried a confirmation (%d confirming reads alone, of %d leases)", d.alone, d.aloneLeases)
+	}
+	if d.alongLeases+d.aloneLeases < jobs {
+		t.Fatalf("%d confirmations read along claims and %d alone, want at least one per job (%d)", d.alongLeases, d.aloneLeases, jobs)
+	}
+	t.Logf("confirmations: %d leases in %d claims, %d leases in %d reads alone", d.alongLeases, d.along, d.aloneLeases, d.alone)
 }

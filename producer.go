@@ -340,7 +340,7 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 	}
 	params := c.claimParams(p.queue, limit)
 	params.After = p.claimFrom(sentAt, c.cfg.PollInterval)
-	rows, err := c.leaseExec.JobClaim(ctx, params)
+	rows, err := c.claimConfirming(ctx, params)
 	if err != nil {
 		p.advance(nil, false)
 		return err
@@ -351,6 +351,33 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 	p.advance(rows, len(rows) == limit)
 	c.startJobs(p, rows, sentAt)
 	return nil
+}
+
+// claimConfirming runs the claim params, carrying the confirmations of
+// CompleteTx commits that wait (txConfirmer) when the executor reads attempt
+// rows and claims in one round trip (driver.AttemptsClaimer): on a queue
+// whose handlers complete in their own transactions, the reads that
+// confirm them then cost no transaction of their own. A failed claim gives
+// the confirmations back to the confirmer.
+func (c *clientCore) claimConfirming(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
+	ac, ok := c.leaseExec.(driver.AttemptsClaimer)
+	if !ok {
+		return c.leaseExec.JobClaim(ctx, params)
+	}
+	confirms := c.confirmer.takeAlong(driver.MaxAttemptLeases)
+	if len(confirms) == 0 {
+		return c.leaseExec.JobClaim(ctx, params)
+	}
+	refs := leaseRefs(confirms)
+	attempts, rows, err := ac.JobAttemptsAndClaim(ctx, &driver.JobAttemptsParams{Leases: refs}, params)
+	if err != nil {
+		c.confirmer.giveBack(confirms)
+		return nil, err
+	}
+	landed := make([]bool, len(confirms))
+	c.completer.landedOf(confirms, refs, attempts, landed)
+	c.confirmer.settle(confirms, landed)
+	return rows, nil
 }
 
 // startJobs counts claimed rows as running on p and starts their handlers.

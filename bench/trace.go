@@ -54,7 +54,7 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range []string{"claim", "finish", "finish+claim", "heartbeat", "attempts"} {
+	for _, kind := range []string{"claim", "finish", "finish+claim", "heartbeat", "attempts", "attempts+claim"} {
 		s := t.kinds[kind]
 		if s == nil || s.n == 0 {
 			continue
@@ -123,6 +123,25 @@ func (e tracedFinishClaimer) JobFinishAndClaim(ctx context.Context, f *driver.Jo
 	return ids, rows, err
 }
 
+// tracedBatcher is a tracedFinishClaimer whose executor also reads attempt
+// rows and claims in one round trip (driver.AttemptsClaimer): the read is
+// counted as "attempts", the claim as "claim", and "attempts+claim" counts
+// the round trips that carried both.
+type tracedBatcher struct {
+	tracedFinishClaimer
+	ac driver.AttemptsClaimer
+}
+
+func (e tracedBatcher) JobAttemptsAndClaim(ctx context.Context, a *driver.JobAttemptsParams, c *driver.JobClaimParams) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error) {
+	start := time.Now()
+	found, rows, err := e.ac.JobAttemptsAndClaim(ctx, a, c)
+	d := time.Since(start)
+	e.t.record("attempts", len(a.Leases), d)
+	e.t.record("claim", len(rows), d)
+	e.t.record("attempts+claim", len(a.Leases)+len(rows), d)
+	return found, rows, err
+}
+
 // tracedReserved is a traced executor on a client's reserved connections.
 type tracedReserved struct {
 	tracedExecutor
@@ -140,7 +159,11 @@ func traceReserved(ctx context.Context, r driver.Reserver, p *driver.OpenReserve
 	}
 	traced := tracedReserved{tracedExecutor: tracedExecutor{Executor: ex, t: t}, close: ex.Close}
 	if fc, ok := ex.(driver.FinishClaimer); ok {
-		return tracedFinishClaimer{tracedReserved: traced, fc: fc}, nil
+		tfc := tracedFinishClaimer{tracedReserved: traced, fc: fc}
+		if ac, ok := ex.(driver.AttemptsClaimer); ok {
+			return tracedBatcher{tracedFinishClaimer: tfc, ac: ac}, nil
+		}
+		return tfc, nil
 	}
 	return traced, nil
 }

@@ -473,6 +473,21 @@ type FinishClaimer interface {
 	JobFinishAndClaim(ctx context.Context, finish *JobFinishParams, claim *JobClaimParams) ([]int64, []*leasetype.JobRow, error)
 }
 
+// AttemptsClaimer is implemented by executors that can read the attempt
+// rows of leases and claim jobs in one round trip and one transaction. The
+// client's claim then carries the reads that confirm CompleteTx commits,
+// which otherwise cost a transaction of their own. Without it the client
+// confirms them with JobAttempts alone.
+type AttemptsClaimer interface {
+	// JobAttemptsAndClaim is JobAttempts(attempts), which names Leases,
+	// followed by JobClaim(claim), in one transaction. It returns
+	// JobAttempts's rows and JobClaim's. An error means the claim did not
+	// take effect, or, when the connection was lost during the commit,
+	// that it may have: its jobs are then leased to no one known and are
+	// reclaimed when their leases expire.
+	JobAttemptsAndClaim(ctx context.Context, attempts *JobAttemptsParams, claim *JobClaimParams) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error)
+}
+
 // JobFinish ends one lease.
 type JobFinish struct {
 	// ID is the job's.

@@ -435,6 +435,59 @@ func (e *executor) JobFinishAndClaim(ctx context.Context, finish *driver.JobFini
 	return written, rows, nil
 }
 
+var _ driver.AttemptsClaimer = (*executor)(nil)
+
+// JobAttemptsAndClaim sends the attempt read and the claim as one batch:
+// one round trip and one implicit transaction, as JobFinishAndClaim's.
+// Inside a caller's transaction the two run one after the other in it.
+func (e *executor) JobAttemptsAndClaim(ctx context.Context, attempts *driver.JobAttemptsParams, claim *driver.JobClaimParams) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error) {
+	if _, inTx := e.db.(pgx.Tx); inTx || len(attempts.Leases) == 0 || claim.Max < 1 {
+		found, err := e.JobAttempts(ctx, attempts)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows, err := e.JobClaim(ctx, claim)
+		return found, rows, err
+	}
+	ids, tokens, err := leaseArrays(attempts)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(jobAttemptsOfLeasesSQL, ids, tokens)
+	b.Queue(jobClaimSQL, claimArgs(claim)...)
+	br := e.db.SendBatch(ctx, b)
+	found, rows, err := readAttemptsAndClaim(br, len(ids), claim.Max)
+	// Close reports the commit: nothing read before it is known to hold.
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("read attempts and claim jobs: %w", translateError(closeErr))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return found, rows, nil
+}
+
+// readAttemptsAndClaim reads the results of JobAttemptsAndClaim's batch.
+func readAttemptsAndClaim(br pgx.BatchResults, leases, limit int) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("list attempts of %d leases: %w", leases, translateError(err))
+	}
+	found, err := scanLeaseAttempts(rows, leases)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rows, err = br.Query(); err != nil {
+		return nil, nil, fmt.Errorf("claim jobs: %w", translateError(err))
+	}
+	claimed, err := scanClaimed(rows, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return found, claimed, nil
+}
+
 // readFinishAndClaim reads the results of JobFinishAndClaim's batch.
 func readFinishAndClaim(br pgx.BatchResults, limit int) ([]int64, []*leasetype.JobRow, error) {
 	rows, err := br.Query()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
@@ -141,20 +143,36 @@ func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsPa
 
 // jobAttemptsOfLeases is JobAttempts of params.Leases.
 func (e *executor) jobAttemptsOfLeases(ctx context.Context, params *driver.JobAttemptsParams) ([]*leasetype.AttemptRow, error) {
-	if err := driver.ValidateJobAttempts(params); err != nil {
+	ids, tokens, err := leaseArrays(params)
+	if err != nil {
 		return nil, err
-	}
-	ids := make([]int64, len(params.Leases))
-	tokens := make([]int64, len(params.Leases))
-	for i, l := range params.Leases {
-		ids[i], tokens[i] = l.ID, l.Token
 	}
 	rows, err := e.db.Query(ctx, jobAttemptsOfLeasesSQL, ids, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of %d leases: %w", len(ids), translateError(err))
 	}
+	return scanLeaseAttempts(rows, len(ids))
+}
+
+// leaseArrays validates params and returns its leases as the ID and token
+// arrays jobAttemptsOfLeasesSQL takes.
+func leaseArrays(params *driver.JobAttemptsParams) (ids, tokens []int64, err error) {
+	if err := driver.ValidateJobAttempts(params); err != nil {
+		return nil, nil, err
+	}
+	ids = make([]int64, len(params.Leases))
+	tokens = make([]int64, len(params.Leases))
+	for i, l := range params.Leases {
+		ids[i], tokens[i] = l.ID, l.Token
+	}
+	return ids, tokens, nil
+}
+
+// scanLeaseAttempts reads the rows of jobAttemptsOfLeasesSQL for n leases
+// and closes them.
+func scanLeaseAttempts(rows pgx.Rows, n int) ([]*leasetype.AttemptRow, error) {
 	defer rows.Close()
-	out := make([]*leasetype.AttemptRow, 0, len(ids))
+	out := make([]*leasetype.AttemptRow, 0, n)
 	for rows.Next() {
 		a, err := scanAttempt(rows)
 		if err != nil {
@@ -163,7 +181,7 @@ func (e *executor) jobAttemptsOfLeases(ctx context.Context, params *driver.JobAt
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list attempts of %d leases: %w", len(ids), translateError(err))
+		return nil, fmt.Errorf("list attempts of %d leases: %w", n, translateError(err))
 	}
 	return out, nil
 }

@@ -544,4 +544,43 @@ func exerciseFinish[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("claimed %d jobs from an empty queue, want 0", len(claimed))
 		}
 	})
+
+	t.Run("AttemptsAndClaim", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		ac, ok := exec.(driver.AttemptsClaimer)
+		if !ok {
+			t.Skip("the executor does not implement driver.AttemptsClaimer")
+		}
+		mustInsert(t, exec, jobParams("k", "q"), jobParams("k", "q"), jobParams("k", "q"))
+		done := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, longTTL))
+		running := mustClaimOne(t, exec, claimParams("q", "worker-1", 1, longTTL))
+		mustFinish(t, exec, "worker-1", completeItem(done))
+		found, claimed, err := ac.JobAttemptsAndClaim(t.Context(), &driver.JobAttemptsParams{Leases: []driver.LeaseRef{
+			{ID: done.ID, Token: done.LeaseToken}, {ID: running.ID, Token: running.LeaseToken}, {ID: done.ID, Token: done.LeaseToken + 1},
+		}}, claimParams("q", "worker-1", 5, longTTL))
+		if err != nil {
+			t.Fatalf("JobAttemptsAndClaim: %v", err)
+		}
+		// The read names only the lease that ended, by its own token.
+		if len(found) != 1 || found[0].JobID != done.ID || found[0].Token != done.LeaseToken || found[0].Outcome != leasetype.OutcomeCompleted || found[0].Owner != "worker-1" {
+			t.Fatalf("attempts read = %+v, want the one completed attempt of job %d token %d", found, done.ID, done.LeaseToken)
+		}
+		// The claim leased the one claimable job left.
+		if len(claimed) != 1 || claimed[0].ID == done.ID || claimed[0].ID == running.ID || claimed[0].State != leasetype.JobStateRunning || claimed[0].LeaseOwner != "worker-1" {
+			t.Fatalf("claimed %+v, want the third job of q running for worker-1", claimed)
+		}
+		if got := mustGet(t, exec, claimed[0].ID); got.State != leasetype.JobStateRunning || got.LeaseToken != claimed[0].LeaseToken {
+			t.Errorf("claimed job reads back state %s token %d, want running %d", got.State, got.LeaseToken, claimed[0].LeaseToken)
+		}
+		// Nothing to claim: the read is answered all the same.
+		found, claimed, err = ac.JobAttemptsAndClaim(t.Context(), &driver.JobAttemptsParams{Leases: []driver.LeaseRef{{ID: done.ID, Token: done.LeaseToken}}},
+			claimParams("q", "worker-1", 5, longTTL))
+		if err != nil {
+			t.Fatalf("JobAttemptsAndClaim on an empty queue: %v", err)
+		}
+		if len(found) != 1 || len(claimed) != 0 {
+			t.Errorf("on an empty queue: %d attempts, %d claimed; want 1 and 0", len(found), len(claimed))
+		}
+	})
 }
