@@ -96,11 +96,14 @@ when it returns (see Guarantees).
     between. The client writes no outcome of its own for a handler that
     returns nil after a successful CompleteTx, and its worker slot frees at
     once; the client confirms the commit instead by reading the attempt
-    history, in one statement for many CompleteTx jobs (a read waits until
-    64 of them wait or the oldest has waited 50 ms, and starts at once
-    when the client runs nothing else), and only then counts the job
+    history, in one statement for many CompleteTx jobs, and only then
+    counts the job
     completed (Stats.Completed) and sends its event: under load up to
-    50 ms after the commit. A CompleteTx whose transaction rolled back while
+    50 ms after the commit. On Postgres (driver.AttemptsClaimer) that read
+    rides along the queue's next claim, in its round trip and transaction;
+    otherwise, or when no claim comes, it is a read of its own, sent once
+    64 confirmations wait or the oldest has waited 50 ms, or at once when
+    the client runs nothing else. A CompleteTx whose transaction rolled back while
     the handler returned nil is found missing there, and the job is
     written as failed with that reason and retried under its retry policy
     (its lease is still the client's: the completion never landed). The
