@@ -143,7 +143,7 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
-	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger, &core.stats)
+	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, outcomeBatch(cfg), cfg.Logger, &core.stats)
 	core.confirmer = newTxConfirmer(core.completer, cfg.Logger, core.leases.count, core.completeTxNotCommitted)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
@@ -302,6 +302,24 @@ func (c *clientCore) stop(ctx context.Context) error {
 	}
 	return nil
 }
+
+// outcomeBatch is the most outcomes the completer writes in one statement:
+// cfg.CompleterMaxBatch, but at most a completerFlushers-th of the
+// client's workers (and no fewer than minOutcomeBatch). A drain's outcome
+// batches carry its claims, each sized to the workers its batch frees; were
+// a batch as large as half the workers, only two would ever be in flight,
+// each waiting for the other's jobs, and the database would idle between
+// them. A quarter keeps completerFlushers of them in flight.
+func outcomeBatch(cfg *Config) int {
+	workers := 0
+	for _, q := range cfg.Queues {
+		workers += q.MaxWorkers
+	}
+	return min(cfg.CompleterMaxBatch, max(minOutcomeBatch, workers/completerFlushers))
+}
+
+// minOutcomeBatch is the least bound outcomeBatch sets.
+const minOutcomeBatch = 100
 
 // stopAndCancel is Client.StopAndCancel.
 func (c *clientCore) stopAndCancel(ctx context.Context) error {

@@ -215,3 +215,29 @@ func TestCompleterFailedWriteDoesNotHoldOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomeBatch: outcome batches are a quarter of the client's workers,
+// within [minOutcomeBatch, CompleterMaxBatch].
+func TestOutcomeBatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		maxBatch int
+		workers  []int
+		want     int
+	}{
+		{1000, []int{100}, 100},
+		{1000, []int{2000}, 500},
+		{1000, []int{1000, 1000}, 500},
+		{1000, []int{8000}, 1000},
+		{50, []int{2000}, 50},
+		{1000, nil, 100},
+	} {
+		cfg := &Config{CompleterMaxBatch: tc.maxBatch, Queues: map[string]QueueConfig{}}
+		for i, w := range tc.workers {
+			cfg.Queues[string(rune('a'+i))] = QueueConfig{MaxWorkers: w}
+		}
+		if got := outcomeBatch(cfg); got != tc.want {
+			t.Errorf("CompleterMaxBatch %d, workers %v: outcome batch %d, want %d", tc.maxBatch, tc.workers, got, tc.want)
+		}
+	}
+}
