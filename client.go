@@ -143,7 +143,11 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
-	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, outcomeBatch(cfg), cfg.Logger, &core.stats)
+	maxBatch := cfg.CompleterMaxBatch
+	if _, ok := core.exec.(driver.FinishClaimer); ok {
+		maxBatch = outcomeBatch(cfg)
+	}
+	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, maxBatch, cfg.Logger, &core.stats)
 	core.confirmer = newTxConfirmer(core.completer, cfg.Logger, core.leases.count, core.completeTxNotCommitted)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
@@ -303,13 +307,16 @@ func (c *clientCore) stop(ctx context.Context) error {
 	return nil
 }
 
-// outcomeBatch is the most outcomes the completer writes in one statement:
+// outcomeBatch is the most outcomes the completer writes in one statement
+// when outcome batches carry claims (driver.FinishClaimer):
 // cfg.CompleterMaxBatch, but at most a completerFlushers-th of the
 // client's workers (and no fewer than minOutcomeBatch). A drain's outcome
-// batches carry its claims, each sized to the workers its batch frees; were
-// a batch as large as half the workers, only two would ever be in flight,
-// each waiting for the other's jobs, and the database would idle between
-// them. A quarter keeps completerFlushers of them in flight.
+// batches then carry its claims, each sized to the workers its batch frees;
+// were a batch as large as half the workers, only two would ever be in
+// flight, each waiting for the other's jobs, and the database would idle
+// between them. A quarter keeps completerFlushers of them in flight.
+// Without claims along (SQLite's one writer, MySQL) the producers claim on
+// their own and larger batches cost fewer write transactions.
 func outcomeBatch(cfg *Config) int {
 	workers := 0
 	for _, q := range cfg.Queues {

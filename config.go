@@ -50,9 +50,10 @@ type Config struct {
 	// WatcherInterval is how often expired leases are reclaimed; default 1 s.
 	WatcherInterval time.Duration
 	// CompleterMaxBatch bounds the completions written in one statement;
-	// default 1000. A client with fewer than four times that many workers
-	// (MaxWorkers over its queues) writes batches of at most a quarter of
-	// them (at least 100), so that several batches are in flight at once.
+	// default 1000. Where outcome batches carry claims (Postgres), a client
+	// with fewer than four times that many workers (MaxWorkers over its
+	// queues) writes batches of at most a quarter of them (at least 100),
+	// so that several batches are in flight at once.
 	CompleterMaxBatch int
 
 	// ReservedConns is how many database connections the lease machinery
