@@ -140,6 +140,8 @@ func stripFlash(q url.Values) {
 	q.Del("done")
 	q.Del("job")
 	q.Del(flashQueue)
+	q.Del("cancelled")
+	q.Del("requested")
 }
 
 // next is where to go after an action: the form's "next" page when it is

@@ -227,6 +227,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /jobs", h.page(h.jobs))
 	m.HandleFunc("GET /jobs/{id}", h.page(h.job))
 	m.HandleFunc("GET /graphs/{id}", h.page(h.graph))
+	m.HandleFunc("POST /graphs/{id}/cancel", h.graphCancel)
 	m.HandleFunc("GET /running", h.page(h.running))
 	m.HandleFunc("GET /stuck", h.page(h.stuck))
 	m.HandleFunc("GET /schedules", h.page(h.schedules))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/leasetype"
@@ -16,6 +18,12 @@ import (
 type graphSource interface {
 	JobLineage(ctx context.Context, id int64, limit int) (*leasehold.GraphView, error)
 	Graph(ctx context.Context, graphID int64, limit int) (*leasehold.GraphView, error)
+}
+
+// graphCanceller is implemented by sources that cancel whole graphs
+// (*leasehold.Client does): the graph page then has a Cancel button.
+type graphCanceller interface {
+	GraphCancel(ctx context.Context, graphID int64) (*leasehold.GraphCancelResult, error)
 }
 
 // Caps on what the pages read and draw: a graph is walked job by job.
@@ -172,6 +180,9 @@ type graphData struct {
 	Graph   *depGraph
 	// Bar is the progress bar: a segment per state, as wide as its share.
 	Bar []svgRect
+	// CanCancel is set when the graph has unfinished steps and the source
+	// cancels graphs.
+	CanCancel bool
 }
 
 // progressW and progressH size the graph page's progress bar.
@@ -217,6 +228,39 @@ func (h *handler) graph(r *http.Request, p *pageData) error {
 		x += w
 	}
 	d.Graph = newDepGraph(view, 0, graphDrawNodes, fmt.Sprintf("steps of graph %d", view.ID))
+	_, cancels := h.src.(graphCanceller)
+	d.CanCancel = cancels && (d.Finished < d.Total || d.Partial)
+	if q := r.URL.Query(); q.Get("done") == "graph-cancel" {
+		p.Flash = fmt.Sprintf("Graph %d was cancelled: %s steps cancelled, %s running steps asked to cancel (their workers end them).",
+			view.ID, q.Get("cancelled"), q.Get("requested"))
+	}
 	p.Data = d
 	return nil
+}
+
+// graphCancel cancels a graph's unfinished steps (Client.GraphCancel) and
+// goes back to the graph page with what it did.
+func (h *handler) graphCancel(w http.ResponseWriter, r *http.Request) {
+	p := h.newPage(w, r)
+	if !h.allowPost(w, r, p) {
+		return
+	}
+	id, err := parseID("graph ID", r.PathValue("id"))
+	if err != nil {
+		h.renderError(w, r, p, err)
+		return
+	}
+	src, ok := h.src.(graphCanceller)
+	if !ok {
+		h.renderError(w, r, p, &httpError{code: http.StatusNotFound, msg: "this dashboard's source does not cancel job graphs"})
+		return
+	}
+	res, err := src.GraphCancel(r.Context(), id)
+	if err != nil {
+		h.renderError(w, r, p, sourceError(err))
+		return
+	}
+	target := fmt.Sprintf("%s/graphs/%d", p.Base, id)
+	http.Redirect(w, r, withFlash(target, url.Values{"done": {"graph-cancel"},
+		"cancelled": {strconv.Itoa(len(res.Cancelled))}, "requested": {strconv.Itoa(len(res.Requested))}}), http.StatusSeeOther)
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/dashboard"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // graphStepArgs is a step of the dashboard tests' graphs.
@@ -142,4 +145,44 @@ func (e *env) insertWideGraph(parts int) map[string]int64 {
 		e.t.Fatalf("InsertGraph: %v", err)
 	}
 	return res.IDs
+}
+
+// TestGraphCancel: the graph page's Cancel button cancels every unfinished
+// step and says so; a read-only dashboard has no button and refuses the
+// POST.
+func TestGraphCancel(t *testing.T) {
+	onBoth(t, func(t *testing.T, e *env) {
+		ids := e.insertDiamond()
+		page := fmt.Sprintf("/graphs/%d", ids["authorize"])
+
+		ro := e.handler(&dashboard.Options{ReadOnly: true})
+		r := do(t, ro, httptest.NewRequest(http.MethodGet, page, nil))
+		mustNotContain(t, "read-only graph page", r.body, "/cancel\"", "Cancel graph")
+		if r := e.post(ro, e.session(ro, page), page+"/cancel", nil); r.code != http.StatusForbidden {
+			t.Fatalf("read-only graph cancel = %d, want 403", r.code)
+		}
+		if j := e.job(ids["ledger"]); j.State != leasetype.JobStatePending {
+			t.Fatalf("a refused POST changed the graph: ledger is %s", j.State)
+		}
+
+		r = e.get(page)
+		mustContain(t, "graph page", r.body, fmt.Sprintf(`action="/graphs/%d/cancel"`, ids["authorize"]), "Cancel graph")
+		res := e.post(e.h, e.session(e.h, page), fmt.Sprintf("/graphs/%d/cancel", ids["capture"]), nil)
+		if res.code != http.StatusSeeOther {
+			t.Fatalf("graph cancel = %d:\n%s", res.code, res.body)
+		}
+		loc := res.hdr.Get("Location")
+		for step, id := range ids {
+			if j := e.job(id); j.State != leasetype.JobStateCancelled {
+				t.Errorf("step %s (job %d) is %s after the graph was cancelled, want cancelled", step, id, j.State)
+			}
+		}
+		r = e.get(loc)
+		mustContain(t, "graph page after cancel", r.body, fmt.Sprintf("Graph %d was cancelled: 4 steps cancelled, 0 running steps asked to cancel", ids["authorize"]), "4 of 4 steps finished")
+		mustNotContain(t, "finished graph page", r.body, "Cancel graph")
+
+		if r := e.post(e.h, e.session(e.h, page), "/graphs/999999/cancel", nil); r.code != http.StatusNotFound {
+			t.Errorf("cancel of an unknown graph = %d, want 404", r.code)
+		}
+	})
 }

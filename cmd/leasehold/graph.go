@@ -59,6 +59,45 @@ gives the job's graph step (InsertGraph), state, last stage and parents.`,
 	return cmd
 }
 
+func newJobsGraphCancelCmd(g *globalOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "graph-cancel ID",
+		Short: "Cancel every unfinished step of a job graph",
+		Long: `graph-cancel cancels the unfinished steps of the graph (InsertGraph) that
+job ID is a step of: waiting, pending and stuck steps at once, with a last
+error naming the graph; running steps are asked to cancel, as jobs cancel
+does, and end cancelled when their workers stop them. Finished steps stay
+as they are.`,
+		Example: `  leasehold jobs graph-cancel 42
+  leasehold jobs graph-cancel 42 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
+				res, err := s.client.GraphCancel(ctx, id)
+				if err != nil {
+					return jobErr("graph-cancel", id, nil, err)
+				}
+				if asJSON {
+					out := struct {
+						Cancelled []int64 `json:"cancelled"`
+						Requested []int64 `json:"requested"`
+					}{Cancelled: append([]int64{}, res.Cancelled...), Requested: append([]int64{}, res.Requested...)}
+					return writeJSON(cmd.OutOrStdout(), out)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Graph of job %d: %d steps cancelled, %d running steps asked to cancel\n", id, len(res.Cancelled), len(res.Requested))
+				return nil
+			})
+		},
+	}
+	addJSONFlag(cmd, &asJSON)
+	return cmd
+}
+
 // writeGraph prints view upstream first (farthest first), then the job,
 // then downstream.
 func writeGraph(w io.Writer, view *leasehold.GraphView, asJSON bool) error {

@@ -104,3 +104,27 @@ func TestJobsGraph(t *testing.T) {
 		b.fails(t, "--limit 0 is outside 1 to 10000", "jobs", "graph", capture, "--limit", "0")
 	})
 }
+
+func TestJobsGraphCancel(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		migrated(t, b)
+		ids := b.insertTestGraph(t)
+		out := b.ok(t, "jobs", "graph-cancel", fmt.Sprint(ids["ledger"]))
+		wantAll(t, "jobs graph-cancel", out, fmt.Sprintf("Graph of job %d: 4 steps cancelled, 0 running steps asked to cancel", ids["ledger"]))
+		out = b.ok(t, "jobs", "graph", fmt.Sprint(ids["authorize"]))
+		if n := strings.Count(out, "cancelled"); n != 4 {
+			t.Errorf("jobs graph after graph-cancel shows %d cancelled steps, want 4:\n%s", n, out)
+		}
+		var got struct {
+			Cancelled []int64 `json:"cancelled"`
+			Requested []int64 `json:"requested"`
+		}
+		if err := json.Unmarshal([]byte(b.ok(t, "jobs", "graph-cancel", fmt.Sprint(ids["authorize"]), "--json")), &got); err != nil {
+			t.Fatalf("jobs graph-cancel --json: %v", err)
+		}
+		if got.Cancelled == nil || len(got.Cancelled) != 0 || len(got.Requested) != 0 {
+			t.Errorf("graph-cancel of a cancelled graph = %+v, want empty lists", got)
+		}
+		b.fails(t, "job 999999 not found", "jobs", "graph-cancel", "999999")
+	})
+}

@@ -29,7 +29,7 @@ func newJobsCmd(g *globalOptions) *cobra.Command {
 		newJobActionCmd(g, jobActions()["retry"]),
 		newJobActionCmd(g, jobActions()["cancel"]),
 		newJobActionCmd(g, jobActions()["discard"]),
-		newJobsDeleteCmd(g), newJobsGraphCmd(g))
+		newJobsDeleteCmd(g), newJobsGraphCmd(g), newJobsGraphCancelCmd(g))
 	return cmd
 }
 

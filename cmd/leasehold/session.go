@@ -34,6 +34,7 @@ type operator interface {
 	SequencesBlocked(ctx context.Context, params *leasehold.SequencesBlockedParams) ([]*driver.SequenceBlockedRow, error)
 	KeyStats(ctx context.Context, params *leasehold.KeyStatsParams) (*driver.KeyStatsResult, error)
 	JobLineage(ctx context.Context, id int64, limit int) (*leasehold.GraphView, error)
+	GraphCancel(ctx context.Context, graphID int64) (*leasehold.GraphCancelResult, error)
 }
 
 var _ operator = (*leasehold.Client[any])(nil)
