@@ -78,6 +78,13 @@ as they are.`,
 				return err
 			}
 			return g.withSession(cmd, openOptions{}, func(ctx context.Context, s *session) error {
+				row, err := s.client.JobGet(ctx, id)
+				if err != nil {
+					return jobErr("graph-cancel", id, nil, err)
+				}
+				if _, _, ok := leasehold.GraphNodeOf(row); !ok {
+					return fmt.Errorf("job %d is not a step of a graph (jobs graph %d shows its dependencies)", id, id)
+				}
 				res, err := s.client.GraphCancel(ctx, id)
 				if err != nil {
 					return jobErr("graph-cancel", id, nil, err)

@@ -126,5 +126,10 @@ func TestJobsGraphCancel(t *testing.T) {
 			t.Errorf("graph-cancel of a cancelled graph = %+v, want empty lists", got)
 		}
 		b.fails(t, "job 999999 not found", "jobs", "graph-cancel", "999999")
+		var plain int64
+		if _, err := fmt.Sscanf(b.ok(t, "enqueue", "--kind", "email", "--args", "{}"), "inserted job %d", &plain); err != nil {
+			t.Fatalf("enqueue output: %v", err)
+		}
+		b.fails(t, fmt.Sprintf("job %d is not a step of a graph", plain), "jobs", "graph-cancel", fmt.Sprint(plain))
 	})
 }
