@@ -61,17 +61,17 @@ func runPayments(ctx context.Context, o *options, out io.Writer) error {
 	for r := range rounds {
 		for i := range names {
 			k := (i + r) % len(names)
-			rate, perJob, err := pe.round(ctx, names[k], jobs)
+			smp, perJob, err := pe.round(ctx, names[k], jobs)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", names[k], r+1, err)
 			}
-			fmt.Fprintf(os.Stderr, "  round %d %-18s %10.1f jobs/s %6.3f transactions/job\n", r+1, names[k], rate, perJob)
-			all[k].samples = append(all[k].samples, sample{value: rate})
+			fmt.Fprintf(os.Stderr, "  round %d %-18s %10.1f jobs/s %6.3f transactions/job\n", r+1, names[k], smp.value, perJob)
+			all[k].samples = append(all[k].samples, smp)
 			xacts[k] = append(xacts[k], perJob)
 		}
 	}
 	fmt.Fprintf(out, "# payments: %d jobs per round, %d rounds, pool %d, %d workers per engine, engines alternating\n", jobs, rounds, pool, o.workers)
-	printThroughput(out, fmt.Sprintf("payments-pool%d", pool), "jobs/s", all, dbServer{})
+	printThroughput(out, fmt.Sprintf("payments-pool%d", pool), "jobs/s", all, pgServer)
 	for i, n := range names {
 		lo, med, hi := spread(xacts[i])
 		fmt.Fprintf(out, "%-12s %-18s transactions/job min %.3f  median %.3f  max %.3f (pg_stat_database)\n", fmt.Sprintf("payments-pool%d-xacts", pool), n, lo, med, hi)
@@ -176,23 +176,23 @@ func (pe *paymentsEnv) setup(ctx context.Context, names []string) error {
 
 // round empties the engine's tables, inserts n jobs, and times the engine
 // working them on a fresh pool; it returns jobs/s and transactions per job.
-func (pe *paymentsEnv) round(ctx context.Context, engine string, n int) (rate, perJob float64, err error) {
+func (pe *paymentsEnv) round(ctx context.Context, engine string, n int) (smp sample, perJob float64, err error) {
 	admin, err := pe.open(ctx, engine, 2)
 	if err != nil {
-		return 0, 0, err
+		return sample{}, 0, err
 	}
 	if err := pe.prepare(ctx, admin, engine, n); err != nil {
 		admin.Close()
-		return 0, 0, err
+		return sample{}, 0, err
 	}
 	admin.Close()
 	before, err := pe.xacts(ctx)
 	if err != nil {
-		return 0, 0, err
+		return sample{}, 0, err
 	}
 	pool, err := pe.open(ctx, engine, pe.pool)
 	if err != nil {
-		return 0, 0, err
+		return sample{}, 0, err
 	}
 	var run paymentsRun
 	switch engine {
@@ -203,14 +203,19 @@ func (pe *paymentsEnv) round(ctx context.Context, engine string, n int) (rate, p
 	default:
 		run = &leaseholdPayments{pool: pool, workers: pe.workers}
 	}
-	var elapsed time.Duration
+	var (
+		elapsed time.Duration
+		u0, u1  resUsage
+	)
 	withLabel(ctx, engine, func(ctx context.Context) {
+		u0 = takeUsage(pgServer)
 		start := time.Now()
 		if err = run.start(ctx); err != nil {
 			return
 		}
 		err = waitFor(ctx, 60*time.Second+time.Duration(n)*5*time.Millisecond, func() bool { return run.committed() >= int64(n) || run.failed() != nil })
 		elapsed = time.Since(start)
+		u1 = takeUsage(pgServer)
 		if err == nil {
 			err = run.failed()
 		}
@@ -220,16 +225,16 @@ func (pe *paymentsEnv) round(ctx context.Context, engine string, n int) (rate, p
 	}
 	pool.Close()
 	if err != nil {
-		return 0, 0, err
+		return sample{}, 0, err
 	}
 	after, err := pe.xacts(ctx)
 	if err != nil {
-		return 0, 0, err
+		return sample{}, 0, err
 	}
 	if err := pe.checkLedger(ctx, engine, n); err != nil {
-		return 0, 0, err
+		return sample{}, 0, err
 	}
-	return float64(n) / elapsed.Seconds(), float64(after-before) / float64(n), nil
+	return makeSample(float64(n)/elapsed.Seconds(), u0, u1, n, 0), float64(after-before) / float64(n), nil
 }
 
 // prepare empties the engine's tables and inserts n jobs, untimed.
