@@ -45,7 +45,9 @@ type Config struct {
 	// arrives; default 1 s.
 	PollInterval time.Duration
 	// FetchCooldown is the least time between two claims of one queue, to
-	// gather freed capacity into one batch; default 2 ms.
+	// gather freed capacity into one batch; default 2 ms. While the queue
+	// has a backlog and jobs still run, a claim also waits until a quarter
+	// of the queue's workers are free, or 10 ms after the previous claim.
 	FetchCooldown time.Duration
 	// WatcherInterval is how often expired leases are reclaimed; default 1 s.
 	WatcherInterval time.Duration

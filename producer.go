@@ -210,6 +210,26 @@ func (p *producer) claimed(full bool, retryIn time.Duration) {
 	p.mu.Unlock()
 }
 
+// gatherWait is how long the loop holds a claim of free workers back to
+// gather more into it, zero when it claims now. It waits only while the
+// queue has a backlog (the last claim was full: the jobs claimed later
+// would wait anyway) and jobs still run, until a quarter of the workers
+// are free or backlogGather has passed since the last claim started.
+// Queues with fleet-wide limits claim as before.
+func (p *producer) gatherWait(free int, lastClaim time.Time) time.Duration {
+	p.mu.Lock()
+	backlog, running := p.backlog, p.running
+	p.mu.Unlock()
+	if !backlog || running == 0 || free >= max(1, p.maxWorkers/4) || p.flow.limited() {
+		return 0
+	}
+	return max(0, backlogGather-time.Since(lastClaim))
+}
+
+// backlogGather is the longest a claim of a queue with a backlog gathers
+// freed workers (gatherWait).
+const backlogGather = 10 * time.Millisecond
+
 // nextPoll is the wait before the next claim when nothing wakes the loop:
 // the poll interval, or less when a rate window opens sooner, or a limited
 // queue's slots may free on other clients (they cannot wake this one).
@@ -242,6 +262,11 @@ func (p *producer) jobDone() {
 // claim statement runs on one database process, and a backlog would
 // otherwise wait on that one process while the database's other cores sit
 // idle. Claims of a queue with fleet-wide limits never overlap.
+//
+// While the queue has a backlog, a claim gathers freed workers first
+// (gatherWait): each claim is a transaction, and claiming the moment one
+// worker frees would cost one per few jobs where handlers end slowly (long
+// jobs, or handlers waiting on a small pool of the application's).
 func (p *producer) run(ctx context.Context, c *clientCore) {
 	p.handlers.open()
 	// No job starts after the loop ends: the claims in flight return
@@ -259,12 +284,17 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 	deferred := false
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	gather := time.NewTimer(time.Hour) // ends a claim's gathering
+	gather.Stop()
+	defer gather.Stop()
+	var lastClaim time.Time // when the loop's last claim started
 	errWait := 50 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
+		case <-gather.C:
 		case <-poll.C:
 			p.rewind()
 		case d := <-done:
@@ -287,9 +317,16 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 		}
 		deferred = false
 		free := p.free()
+		if inFlight == 0 && free > 0 {
+			if wait := p.gatherWait(free, lastClaim); wait > 0 {
+				gather.Reset(wait) // a job ending wakes the loop sooner
+				continue
+			}
+		}
 		switch {
 		case free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()):
 			inFlight++
+			lastClaim = time.Now()
 			p.reserve(free)
 			claims.Add(1)
 			go func() {
