@@ -168,9 +168,12 @@ func runDemo(cmd *cobra.Command, g *globalOptions, o *demoOptions) error {
 // verdictOK is what a clean run proves.
 const verdictOK = `OK: every payment settled exactly once. Workers crashed, paused past their
 leases and lost PSP responses, yet no payment was lost or charged twice:
-the idempotency key kept the PSP from charging again, the fencing token
-rolled back every write of a worker that had lost its lease, and
-reconciliation settled every charge left stuck.`
+each retry resumed at the stage its charge had recorded and never
+authorized or captured again, the idempotency keys kept the PSP from
+acting twice, the fencing token refused every write of a worker that had
+lost its lease, and reconciliation settled every charge left stuck. The
+payout graph then paid each merchant once, and its settlement report,
+run after every payout, equals the ledger.`
 
 // runOn runs the demo on the backend db opened.
 func runOn(ctx context.Context, db *dburl.DB, cfg demo.Config) (*demo.Summary, error) {

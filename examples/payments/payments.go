@@ -96,6 +96,8 @@ type Payment struct {
 	FailureReason string
 	// SettledBy says who settled it: SettledByWorker or SettledByReconciler.
 	SettledBy string
+	// MerchantID is the merchant paid out the payment's money.
+	MerchantID string
 	// SettledToken is the fencing token of the charge lease that settled it
 	// (for the reconciler, the stuck job's last token).
 	SettledToken int64
@@ -114,6 +116,9 @@ type NewPayment struct {
 	// CustomerID is the card holder; the charge worker runs one charge per
 	// customer at a time. Empty means the payment is its own customer.
 	CustomerID string
+	// MerchantID is the merchant the money is paid out to (PayoutArgs);
+	// empty is allowed.
+	MerchantID string
 }
 
 // ChargeIdempotencyKey returns the PSP idempotency key of a payment's charge.
