@@ -97,8 +97,8 @@ type ChargeStats struct {
 	// was lost: nothing was written (a completion's transaction, payment
 	// write included, was rolled back).
 	Fenced int64
-	// ResumedAttempts counts attempts that began at a stage an earlier
-	// attempt recorded; StagesSkipped the stages they did not run again.
+	// ResumedAttempts counts attempts that resumed after a stage an earlier
+	// attempt recorded, skipping it; StagesSkipped the stages they skipped.
 	ResumedAttempts, StagesSkipped int64
 	// AuthorizeCalls and CaptureCalls count the PSP calls of each stage,
 	// retries after transient errors included.
@@ -159,10 +159,13 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 	if err != nil {
 		return leasehold.Permanent(err)
 	}
-	if stages.Resumed() {
-		w.stats.resumed.Add(1)
-	}
-	defer func() { w.stats.skipped.Add(int64(stages.Skipped())) }()
+	defer func() {
+		// A resumed attempt is one that skipped a stage it found recorded.
+		if n := stages.Skipped(); n > 0 {
+			w.stats.resumed.Add(1)
+			w.stats.skipped.Add(int64(n))
+		}
+	}()
 	if w.Hooks != nil && w.Hooks.BeforeCharge != nil {
 		w.Hooks.BeforeCharge(ctx, job)
 	}

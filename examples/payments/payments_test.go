@@ -178,7 +178,7 @@ func testReconcileStuck[TTx any](declined bool) func(t *testing.T, e *env[TTx]) 
 		// The lease must outlive the worker's way to the PSP (an HTTP call,
 		// slow under the race detector on a loaded machine): the test needs
 		// pay_after charged before its lease lapses.
-		paused := e.client(pausedDriver[TTx]{e.d}, ws, time.Second)
+		paused := e.client(pausedDriver[TTx]{e.d}, ws, 2*time.Second)
 		t.Cleanup(func() {
 			select {
 			case <-release:

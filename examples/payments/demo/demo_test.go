@@ -19,7 +19,7 @@ import (
 func smallRun(progress *bytes.Buffer) demo.Config {
 	return demo.Config{
 		Payments: 200, Workers: 3, Concurrency: 6, Seed: 7, Timeout: 90 * time.Second,
-		LeaseTTL: time.Second, ReconcileEvery: 300 * time.Millisecond, PendingAfter: 3 * time.Second,
+		LeaseTTL: 3 * time.Second, ReconcileEvery: 300 * time.Millisecond, PendingAfter: 5 * time.Second,
 		Crashes: 2, Pauses: 3, PSPErrorRate: 0.1, LostResponseRate: 0.05, SlowRate: 0.02, DeclineRate: 0.1,
 		PSPTimeout: 300 * time.Millisecond, Progress: progress,
 	}
