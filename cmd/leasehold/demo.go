@@ -41,12 +41,18 @@ Without --database-url the demo uses a fresh SQLite file in a temporary
 directory, removed afterwards; it ignores LEASEHOLD_DATABASE_URL, which names
 your application's database. With --database-url it runs there (Postgres,
 MySQL/MariaDB or SQLite), in its own queues (payments.charge,
-payments.reconcile) and its own payments table, and leaves its payments and
-jobs for you to inspect. It refuses a database that holds other jobs or a
-payments table of another shape.
+payments.reconcile, payments.payout) and its own payments, ledger, payouts
+and settlement_reports tables, and leaves its payments and jobs for you to
+inspect. It refuses a database that holds other jobs or a payments table of
+another shape.
+
+The charges run as stages (authorize, capture, then the ledger write with
+the job's completion); after them the demo pays the merchants out with one
+job graph (a payout job per merchant, a settlement report after all).
 
 It exits non-zero if any payment is lost, charged twice, or still pending
-when --timeout ends.`,
+when --timeout ends, if the PSP authorized or captured a payment twice, or
+if the settlement report does not equal the ledger.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd, g, o)
@@ -168,9 +174,12 @@ func runDemo(cmd *cobra.Command, g *globalOptions, o *demoOptions) error {
 // verdictOK is what a clean run proves.
 const verdictOK = `OK: every payment settled exactly once. Workers crashed, paused past their
 leases and lost PSP responses, yet no payment was lost or charged twice:
-the idempotency key kept the PSP from charging again, the fencing token
-rolled back every write of a worker that had lost its lease, and
-reconciliation settled every charge left stuck.`
+each retry resumed at the stage its charge had recorded and never
+authorized or captured again, the idempotency keys kept the PSP from
+acting twice, the fencing token refused every write of a worker that had
+lost its lease, and reconciliation settled every charge left stuck. The
+payout graph then paid each merchant once, and its settlement report,
+run after every payout, equals the ledger.`
 
 // runOn runs the demo on the backend db opened.
 func runOn(ctx context.Context, db *dburl.DB, cfg demo.Config) (*demo.Summary, error) {

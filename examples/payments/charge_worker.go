@@ -16,10 +16,46 @@ import (
 // tests: each is called, when set, at its point of the charge, and may block
 // (a crashed or paused process) before returning. Production code leaves them nil.
 type Hooks struct {
-	// BeforeCharge runs after the payment is loaded, before the PSP call.
+	// BeforeCharge runs after the payment is loaded, before the attempt's
+	// first PSP call (on an attempt that resumes after the authorization,
+	// before the capture).
 	BeforeCharge func(ctx context.Context, job *leasehold.Job[ChargeArgs])
-	// AfterCharge runs after the PSP answered, before the outcome is recorded.
+	// AfterAuthorize runs after the authorize stage is checkpointed, before
+	// the capture: between two stages. It is not called for a decline, nor
+	// on an attempt that resumes after the authorization.
+	AfterAuthorize func(ctx context.Context, job *leasehold.Job[ChargeArgs], auth *psp.Charge)
+	// AfterCharge runs once the PSP's final answer is known (the capture
+	// checkpointed, or the decline), before the outcome is recorded.
 	AfterCharge func(ctx context.Context, job *leasehold.Job[ChargeArgs], charge *psp.Charge)
+}
+
+// The charge's stages, in order. Each is checkpointed on the job when it
+// succeeds (leasehold.Stages); the last step, recording the outcome on the
+// payment with its ledger entry, commits with the job's completion.
+const (
+	// StageAuthorize: the PSP authorized (or declined) the amount.
+	StageAuthorize = "authorize"
+	// StageCapture: the PSP captured the authorized amount.
+	StageCapture = "capture"
+)
+
+// ChargeState is what a charge carries from stage to stage, checkpointed
+// with each: an attempt that resumes reads it back instead of asking the
+// PSP again.
+type ChargeState struct {
+	// ChargeID is the PSP's charge, from the authorization.
+	ChargeID string `json:"charge_id"`
+	// Declined and DeclineCode record a declined authorization.
+	Declined    bool   `json:"declined,omitempty"`
+	DeclineCode string `json:"decline_code,omitempty"`
+	// Captured is set by the capture stage.
+	Captured bool `json:"captured,omitempty"`
+}
+
+// CaptureIdempotencyKey returns the PSP idempotency key of a payment's
+// capture; ChargeIdempotencyKey is its authorization's.
+func CaptureIdempotencyKey(paymentID string) string {
+	return ChargeIdempotencyKey(paymentID) + "/capture"
 }
 
 // ChargeWorker charges payments: the worker of ChargeArgs jobs. Register it
@@ -45,6 +81,7 @@ type ChargeWorker[TTx any] struct {
 
 type chargeCounters struct {
 	charged, declined, transient, rejected, fenced, alreadySettled atomic.Int64
+	resumed, skipped, authorizeCalls, captureCalls                 atomic.Int64
 }
 
 // ChargeStats are a ChargeWorker's counters.
@@ -56,9 +93,16 @@ type ChargeStats struct {
 	TransientErrors int64
 	// Rejected counts charges the PSP refused as invalid (not retried).
 	Rejected int64
-	// Fenced counts completions refused because the lease was lost: the
-	// worker's transaction was rolled back and nothing was written.
+	// Fenced counts checkpoints and completions refused because the lease
+	// was lost: nothing was written (a completion's transaction, payment
+	// write included, was rolled back).
 	Fenced int64
+	// ResumedAttempts counts attempts that resumed after a stage an earlier
+	// attempt recorded, skipping it; StagesSkipped the stages they skipped.
+	ResumedAttempts, StagesSkipped int64
+	// AuthorizeCalls and CaptureCalls count the PSP calls of each stage,
+	// retries after transient errors included.
+	AuthorizeCalls, CaptureCalls int64
 	// AlreadySettled counts jobs whose payment was settled elsewhere first.
 	AlreadySettled int64
 }
@@ -69,6 +113,8 @@ func (w *ChargeWorker[TTx]) Stats() ChargeStats {
 	return ChargeStats{
 		Charged: s.charged.Load(), Declined: s.declined.Load(), TransientErrors: s.transient.Load(),
 		Rejected: s.rejected.Load(), Fenced: s.fenced.Load(), AlreadySettled: s.alreadySettled.Load(),
+		ResumedAttempts: s.resumed.Load(), StagesSkipped: s.skipped.Load(),
+		AuthorizeCalls: s.authorizeCalls.Load(), CaptureCalls: s.captureCalls.Load(),
 	}
 }
 
@@ -90,7 +136,12 @@ func (w *ChargeWorker[TTx]) Opts() *leasehold.WorkerOpts {
 		KeyBy: []string{"customer_id"}, KeyLimit: 1}
 }
 
-// Work charges one payment.
+// Work charges one payment in stages: authorize at the PSP, capture, then
+// record the outcome with its ledger entry and complete the job in one
+// fenced transaction. An attempt after a crash or an error resumes after
+// the last stage recorded and never runs it again; each stage's PSP call
+// carries a key derived from the payment, so a call repeated because its
+// answer was lost (before its checkpoint) is answered, not made twice.
 func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeArgs]) error {
 	p, err := w.Store.Get(ctx, job.Args.PaymentID)
 	if errors.Is(err, ErrPaymentNotFound) {
@@ -104,6 +155,17 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 		w.stats.alreadySettled.Add(1)
 		return nil
 	}
+	stages, err := leasehold.NewStages[ChargeState](job.JobRow, StageAuthorize, StageCapture)
+	if err != nil {
+		return leasehold.Permanent(err)
+	}
+	defer func() {
+		// A resumed attempt is one that skipped a stage it found recorded.
+		if n := stages.Skipped(); n > 0 {
+			w.stats.resumed.Add(1)
+			w.stats.skipped.Add(int64(n))
+		}
+	}()
 	if w.Hooks != nil && w.Hooks.BeforeCharge != nil {
 		w.Hooks.BeforeCharge(ctx, job)
 	}
@@ -112,30 +174,91 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	charge, err := w.PSP.Charge(ctx, p.IdempotencyKey, psp.ChargeRequest{Amount: p.AmountCents, Currency: p.Currency, Reference: p.ID, Customer: job.Args.CustomerID})
-	if err != nil {
-		if psp.IsRetryable(err) {
-			// The outcome is unknown (timeout, lost response) or the PSP is
-			// unavailable: retry with backoff and jitter. The next attempt
-			// sends the same key, so the PSP answers with the original
-			// result instead of charging again.
-			w.stats.transient.Add(1)
-			return fmt.Errorf("charge payment %s (attempt %d): %w", p.ID, job.Attempt, err)
+	var answer *psp.Charge // the PSP's last answer in this attempt
+	err = stages.Do(ctx, StageAuthorize, func(ctx context.Context, st *ChargeState) error {
+		w.stats.authorizeCalls.Add(1)
+		auth, err := w.PSP.Authorize(ctx, p.IdempotencyKey, psp.ChargeRequest{Amount: p.AmountCents, Currency: p.Currency, Reference: p.ID, Customer: job.Args.CustomerID})
+		if err != nil {
+			return w.pspError(p, job, "authorize", err)
 		}
-		// The PSP refused the request itself: retrying cannot help. The
-		// payment stays pending; the reconciler fails it once it learns the
-		// PSP holds no charge for it.
-		w.stats.rejected.Add(1)
-		return leasehold.Permanent(fmt.Errorf("charge payment %s: %w", p.ID, err))
+		switch auth.Status {
+		case psp.StatusAuthorized, psp.StatusSucceeded:
+			// Succeeded: captured already (by a capture whose checkpoint
+			// was lost with its attempt); the capture stage replays it.
+		case psp.StatusDeclined:
+			st.Declined, st.DeclineCode = true, auth.DeclineCode
+		default:
+			w.stats.transient.Add(1)
+			return fmt.Errorf("authorize payment %s: PSP answered %s", p.ID, auth.Status)
+		}
+		st.ChargeID, answer = auth.ID, auth
+		return nil
+	})
+	if err != nil {
+		return w.stageError(err)
 	}
-	if charge.Status != psp.StatusSucceeded && charge.Status != psp.StatusDeclined {
-		w.stats.transient.Add(1)
-		return fmt.Errorf("charge payment %s: PSP answered %s", p.ID, charge.Status)
+	if !stages.State.Declined && answer != nil && w.Hooks != nil && w.Hooks.AfterAuthorize != nil {
+		w.Hooks.AfterAuthorize(ctx, job, answer)
+	}
+	if stages.State.Declined {
+		// A decline is the PSP's final answer: nothing to capture.
+		if answer == nil {
+			answer = &psp.Charge{ID: stages.State.ChargeID, Status: psp.StatusDeclined, DeclineCode: stages.State.DeclineCode}
+		}
+	} else {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		err = stages.Do(ctx, StageCapture, func(ctx context.Context, st *ChargeState) error {
+			w.stats.captureCalls.Add(1)
+			ch, err := w.PSP.Capture(ctx, CaptureIdempotencyKey(p.ID), st.ChargeID)
+			if err != nil {
+				return w.pspError(p, job, "capture", err)
+			}
+			if ch.Status != psp.StatusSucceeded {
+				w.stats.transient.Add(1)
+				return fmt.Errorf("capture payment %s: PSP answered %s", p.ID, ch.Status)
+			}
+			st.Captured, answer = true, ch
+			return nil
+		})
+		if err != nil {
+			return w.stageError(err)
+		}
+		if answer == nil || answer.Status != psp.StatusSucceeded {
+			// Resumed after the capture: its checkpoint holds the answer.
+			answer = &psp.Charge{ID: stages.State.ChargeID, Status: psp.StatusSucceeded}
+		}
 	}
 	if w.Hooks != nil && w.Hooks.AfterCharge != nil {
-		w.Hooks.AfterCharge(ctx, job, charge)
+		w.Hooks.AfterCharge(ctx, job, answer)
 	}
-	return w.record(ctx, job, charge)
+	return w.record(ctx, job, answer)
+}
+
+// pspError classifies a failed PSP call of a stage.
+func (w *ChargeWorker[TTx]) pspError(p *Payment, job *leasehold.Job[ChargeArgs], stage string, err error) error {
+	if psp.IsRetryable(err) {
+		// The outcome is unknown (timeout, lost response) or the PSP is
+		// unavailable: retry with backoff and jitter. The next attempt
+		// resumes at this stage and sends the same key, so the PSP answers
+		// with the original result instead of acting again.
+		w.stats.transient.Add(1)
+		return fmt.Errorf("%s payment %s (attempt %d): %w", stage, p.ID, job.Attempt, err)
+	}
+	// The PSP refused the request itself: retrying cannot help. The
+	// payment stays pending; the reconciler settles it from the PSP's
+	// answer once the job has given up.
+	w.stats.rejected.Add(1)
+	return leasehold.Permanent(fmt.Errorf("%s payment %s: %w", stage, p.ID, err))
+}
+
+// stageError counts a refused checkpoint as fenced.
+func (w *ChargeWorker[TTx]) stageError(err error) error {
+	if leasehold.IsLeaseLost(err) {
+		w.stats.fenced.Add(1)
+	}
+	return err
 }
 
 // record writes the PSP's answer on the payment and completes the job in one

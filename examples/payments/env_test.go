@@ -3,6 +3,7 @@ package payments_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func (e *env[TTx]) client(d driver.Driver[TTx], ws *leasehold.Workers, ttl time.
 	}
 	c, err := leasehold.NewClient(d, &leasehold.Config{
 		Workers: ws, LeaseTTL: ttl, PollInterval: 50 * time.Millisecond, WatcherInterval: 100 * time.Millisecond,
-		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: 100}},
+		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: 100}, payments.PayoutQueue: {MaxWorkers: 2}},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -110,12 +111,17 @@ func (e *env[TTx]) payment(id string) *payments.Payment {
 }
 
 // waitFor polls cond until it holds, failing after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// A describe function, when given, tells what was seen instead.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, describe ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, what)
+			seen := ""
+			for _, d := range describe {
+				seen += "; " + d()
+			}
+			t.Fatalf("not within %s: %s%s", timeout, what, seen)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -131,6 +137,8 @@ func (e *env[TTx]) waitJob(c *leasehold.Client[TTx], id int64, state leasetype.J
 		}
 		row = r
 		return r.State == state
+	}, func() string {
+		return fmt.Sprintf("job %d is %s (stage %q, attempt %d, last error %q)", id, row.State, row.Stage, row.Attempt, row.LastError)
 	})
 	return row
 }
@@ -156,4 +164,20 @@ func (e pausedExecutor) JobHeartbeat(_ context.Context, p *driver.JobHeartbeatPa
 		ids[i] = l.ID
 	}
 	return ids, nil
+}
+
+// JobCheckpoint, JobStages and JobDependencies keep the wrapped executor's
+// stage recording (driver.StageExecutor): a checkpoint reaches the database,
+// and renews the lease there, as it would from a paused process that had
+// just woken up.
+func (e pausedExecutor) JobCheckpoint(ctx context.Context, p *driver.JobCheckpointParams) (bool, error) {
+	return e.Executor.(driver.StageExecutor).JobCheckpoint(ctx, p)
+}
+
+func (e pausedExecutor) JobStages(ctx context.Context, p *driver.JobStagesParams) ([]*leasetype.StageRow, error) {
+	return e.Executor.(driver.StageExecutor).JobStages(ctx, p)
+}
+
+func (e pausedExecutor) JobDependencies(ctx context.Context, p *driver.JobDependenciesParams) ([]*leasetype.DependencyRow, error) {
+	return e.Executor.(driver.StageExecutor).JobDependencies(ctx, p)
 }

@@ -5,22 +5,31 @@
 //     inserts the row and enqueues its charge job in the same transaction,
 //     with the payment ID as the job's unique key: there is never a payment
 //     without a job, nor two jobs for one payment.
-//   - The ChargeWorker leases the job, calls the payment service provider
-//     (package psp) with an idempotency key derived from the payment, never
-//     from the attempt, and records the outcome and completes the job in one
-//     transaction fenced by the lease token (Client.CompleteTx). A worker that
-//     lost its lease writes nothing. Transient PSP errors retry with backoff
-//     and jitter; a decline is a final answer, recorded at once.
+//
+//   - The ChargeWorker leases the job and runs it as stages: it authorizes at
+//     the payment service provider (package psp), then captures, each stage
+//     checkpointed on the job (leasehold.Stages), with idempotency keys
+//     derived from the payment, never from the attempt; then it records the
+//     outcome with its ledger entry and completes the job in one transaction
+//     fenced by the lease token (Client.CompleteTx). A retry resumes after
+//     the last recorded stage; a worker that lost its lease writes nothing.
+//     Transient PSP errors retry with backoff and jitter; a decline is a
+//     final answer, recorded at once.
+//
 //   - One charge per customer runs at a time across the whole fleet: the
 //     charge job's key is the customer (InsertOpts.Key at creation, and
 //     KeyBy customer_id with KeyLimit 1 in ChargeWorker.Opts), enforced in
 //     the claim on the database clock, so two charges of one card never race
 //     at the PSP.
+//
 //   - A charge whose lease expires is not re-run blindly: its expiry policy is
 //     stuck. The Reconciler, itself a periodic leased job, asks the PSP for
 //     the truth by idempotency key and settles each stuck charge and each
 //     payment pending too long: charged, declined, or safely re-queued when
 //     the PSP never saw it. Its reason becomes the job's last error.
+//
+//   - Payouts run as one job graph (InsertPayoutBatch): a payout job per
+//     merchant, and a settlement report job after all of them.
 //
 // The package runs on SQLite (Store[*sql.Tx], NewSQLiteStore) and Postgres
 // (Store[pgx.Tx], NewPostgresStore). Package demo drives it under injected
@@ -96,6 +105,8 @@ type Payment struct {
 	FailureReason string
 	// SettledBy says who settled it: SettledByWorker or SettledByReconciler.
 	SettledBy string
+	// MerchantID is the merchant paid out the payment's money.
+	MerchantID string
 	// SettledToken is the fencing token of the charge lease that settled it
 	// (for the reconciler, the stuck job's last token).
 	SettledToken int64
@@ -114,6 +125,9 @@ type NewPayment struct {
 	// CustomerID is the card holder; the charge worker runs one charge per
 	// customer at a time. Empty means the payment is its own customer.
 	CustomerID string
+	// MerchantID is the merchant the money is paid out to (PayoutArgs);
+	// empty is allowed.
+	MerchantID string
 }
 
 // ChargeIdempotencyKey returns the PSP idempotency key of a payment's charge.

@@ -178,7 +178,7 @@ func testReconcileStuck[TTx any](declined bool) func(t *testing.T, e *env[TTx]) 
 		// The lease must outlive the worker's way to the PSP (an HTTP call,
 		// slow under the race detector on a loaded machine): the test needs
 		// pay_after charged before its lease lapses.
-		paused := e.client(pausedDriver[TTx]{e.d}, ws, time.Second)
+		paused := e.client(pausedDriver[TTx]{e.d}, ws, 2*time.Second)
 		t.Cleanup(func() {
 			select {
 			case <-release:
@@ -244,10 +244,10 @@ func testReconcileStuck[TTx any](declined bool) func(t *testing.T, e *env[TTx]) 
 }
 
 // TestReconcileGaveUp: a payment whose charge job gave up is settled from
-// the PSP's answer: succeeded when the PSP charged it (its responses were
-// lost), failed when the PSP never received it.
+// the PSP's answer: succeeded when the PSP captured it (the capture's
+// responses were lost), failed when the PSP never received it.
 func TestReconcileGaveUp(t *testing.T) {
-	both(t, psp.Config{LostResponseRate: 1}, testReconcileGaveUp[*sql.Tx], testReconcileGaveUp[pgx.Tx])
+	both(t, psp.Config{LostCaptureRate: 1}, testReconcileGaveUp[*sql.Tx], testReconcileGaveUp[pgx.Tx])
 }
 
 func testReconcileGaveUp[TTx any](t *testing.T, e *env[TTx]) {

@@ -90,6 +90,9 @@ func RunReconcileTicker[TTx any](ctx context.Context, client *leasehold.Client[T
 //   - declined: the payment is marked failed; a stuck job is resolved failed.
 //   - never seen: a stuck job is resolved retry (charging again is safe: the
 //     key is the same); a payment whose job has given up is marked failed.
+//   - authorized, not captured: a stuck job is resolved retry, and its next
+//     attempt resumes at the stage it recorded and captures; a payment whose
+//     job has given up is marked failed (no money moved).
 //   - still processing, or the PSP unreachable: left for the next run.
 //
 // The reason for each resolution is written as the job's last error. Every
@@ -247,6 +250,12 @@ func (r *Reconciler[TTx]) settleStuck(ctx context.Context, client *leasehold.Cli
 		r.stats.settledPayments.Add(1)
 		return r.resolve(ctx, client, job.ID, as, fmt.Sprintf("reconciliation: PSP %s %s for key %s; payment %s marked %s",
 			charge.ID, charge.Status, p.IdempotencyKey, p.ID, st.Status))
+	case psp.StatusAuthorized:
+		// Authorized, never captured: no money moved. The retry resumes
+		// after the last stage the job recorded (the authorization, when
+		// it got that far) and captures once, with the payment's keys.
+		return r.resolve(ctx, client, job.ID, leasehold.ResolveRetry,
+			fmt.Sprintf("reconciliation: PSP %s authorized for key %s, not captured (job stage %q); the retry resumes at its recorded stage", charge.ID, p.IdempotencyKey, job.Stage))
 	default:
 		r.stats.deferred.Add(1)
 		return nil // the PSP is still processing it: next run
@@ -285,9 +294,19 @@ func (r *Reconciler[TTx]) settlePending(ctx context.Context, client *leasehold.C
 	case err != nil:
 		return err
 	}
+	if charge.Status == psp.StatusAuthorized && job != nil && job.State.Finalized() {
+		// Authorized, and the job gave up before capturing: no money
+		// moved, and nothing will capture it (the hold lapses at the PSP).
+		ok, err := r.Store.Settle(ctx, p.ID, Settlement{Status: StatusFailed, PSPChargeID: charge.ID,
+			FailureReason: "reconciliation: the charge job gave up after authorizing; never captured", SettledBy: SettledByReconciler, Token: job.LeaseToken})
+		if ok {
+			r.stats.settledPayments.Add(1)
+		}
+		return err
+	}
 	if charge.Status != psp.StatusSucceeded && charge.Status != psp.StatusDeclined {
 		r.stats.deferred.Add(1)
-		return nil
+		return nil // still processing, or authorized with a job that will capture
 	}
 	var token int64
 	if job != nil {
@@ -333,7 +352,7 @@ func (r *Reconciler[TTx]) resolve(ctx context.Context, client *leasehold.Client[
 }
 
 // AddWorkers registers the charge worker and the reconciler on ws with
-// their options.
+// their options (AddPayoutWorkers registers the payout graph's).
 func AddWorkers[TTx any](ws *leasehold.Workers, charge *ChargeWorker[TTx], rec *Reconciler[TTx]) error {
 	if err := leasehold.AddWorkerSafely[ChargeArgs](ws, charge, charge.Opts()); err != nil {
 		return err

@@ -26,18 +26,19 @@ CREATE TABLE IF NOT EXISTS payments (
     failure_reason  TEXT,
     settled_by      TEXT,
     settled_token   BIGINT NOT NULL DEFAULT 0,
+    merchant_id     TEXT   NOT NULL DEFAULT '',
     created_at_ms   BIGINT NOT NULL,
     updated_at_ms   BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS payments_pending_idx ON payments (created_at_ms) WHERE status = 'pending';
-`
+` + ledgerSchema
 
 const paymentColumns = `id, amount_cents, currency, status, idempotency_key, charge_job_id,
-    COALESCE(psp_charge_id, ''), COALESCE(failure_reason, ''), COALESCE(settled_by, ''), settled_token, created_at_ms, updated_at_ms`
+    COALESCE(psp_charge_id, ''), COALESCE(failure_reason, ''), COALESCE(settled_by, ''), settled_token, merchant_id, created_at_ms, updated_at_ms`
 
 const (
-	sqlInsertPayment = `INSERT INTO payments (id, amount_cents, currency, status, idempotency_key, created_at_ms, updated_at_ms)
-VALUES (?, ?, ?, 'pending', ?, ?, ?)`
+	sqlInsertPayment = `INSERT INTO payments (id, amount_cents, currency, status, idempotency_key, merchant_id, created_at_ms, updated_at_ms)
+VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`
 	sqlSetChargeJob = `UPDATE payments SET charge_job_id = ? WHERE id = ?`
 	sqlGetPayment   = `SELECT ` + paymentColumns + ` FROM payments WHERE id = ?`
 	// sqlSettle is conditional: only a pending payment is settled, so the
@@ -137,7 +138,7 @@ func (s *Store[TTx]) CreateTx(ctx context.Context, tx TTx, client *leasehold.Cli
 	now := s.now()
 	q := s.b.tx(tx)
 	key := ChargeIdempotencyKey(p.ID)
-	if _, err := q.exec(ctx, sqlInsertPayment, p.ID, p.AmountCents, p.Currency, key, now.UnixMilli(), now.UnixMilli()); err != nil {
+	if _, err := q.exec(ctx, sqlInsertPayment, p.ID, p.AmountCents, p.Currency, key, p.MerchantID, now.UnixMilli(), now.UnixMilli()); err != nil {
 		return nil, fmt.Errorf("payments: insert payment %s: %w", p.ID, err)
 	}
 	customer := p.CustomerID
@@ -156,7 +157,7 @@ func (s *Store[TTx]) CreateTx(ctx context.Context, tx TTx, client *leasehold.Cli
 	}
 	return &Payment{
 		ID: p.ID, AmountCents: p.AmountCents, Currency: p.Currency, Status: StatusPending, IdempotencyKey: key,
-		ChargeJobID: res.Job.ID, CreatedAt: now, UpdatedAt: now,
+		ChargeJobID: res.Job.ID, MerchantID: p.MerchantID, CreatedAt: now, UpdatedAt: now,
 	}, nil
 }
 
@@ -200,15 +201,29 @@ type Settlement struct {
 	Token int64
 }
 
-// SettleTx settles a pending payment inside the caller's transaction. It
-// reports false, and changes nothing, when the payment is no longer pending.
+// SettleTx settles a pending payment inside the caller's transaction, and
+// writes a succeeded one's ledger entry (the merchant's money to pay out)
+// in the same transaction. It reports false, and changes nothing, when the
+// payment is no longer pending.
 func (s *Store[TTx]) SettleTx(ctx context.Context, tx TTx, id string, st Settlement) (bool, error) {
 	return s.settle(ctx, s.b.tx(tx), id, st)
 }
 
-// Settle is SettleTx on its own.
+// Settle is SettleTx in a transaction of its own.
 func (s *Store[TTx]) Settle(ctx context.Context, id string, st Settlement) (bool, error) {
-	return s.settle(ctx, s.b.pool(), id, st)
+	tx, err := s.b.begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("payments: settle %s: begin: %w", id, err)
+	}
+	defer s.b.rollback(ctx, tx) //nolint:errcheck // no-op after commit
+	ok, err := s.settle(ctx, s.b.tx(tx), id, st)
+	if err != nil {
+		return false, err
+	}
+	if err := s.b.commit(ctx, tx); err != nil {
+		return false, fmt.Errorf("payments: settle %s: commit: %w", id, err)
+	}
+	return ok, nil
 }
 
 func (s *Store[TTx]) settle(ctx context.Context, q querier, id string, st Settlement) (bool, error) {
@@ -219,6 +234,11 @@ func (s *Store[TTx]) settle(ctx context.Context, q querier, id string, st Settle
 		nullable(st.SettledBy), st.Token, s.now().UnixMilli(), id)
 	if err != nil {
 		return false, fmt.Errorf("payments: settle %s: %w", id, err)
+	}
+	if n == 1 && st.Status == StatusSucceeded {
+		if _, err := q.exec(ctx, sqlInsertLedger, st.PSPChargeID, s.now().UnixMilli(), id); err != nil {
+			return false, fmt.Errorf("payments: ledger entry of %s: %w", id, err)
+		}
 	}
 	return n == 1, nil
 }
@@ -285,7 +305,7 @@ func scanPayment(scan func(...any) error) (*Payment, error) {
 	var status string
 	var created, updated int64
 	if err := scan(&p.ID, &p.AmountCents, &p.Currency, &status, &p.IdempotencyKey, &p.ChargeJobID,
-		&p.PSPChargeID, &p.FailureReason, &p.SettledBy, &p.SettledToken, &created, &updated); err != nil {
+		&p.PSPChargeID, &p.FailureReason, &p.SettledBy, &p.SettledToken, &p.MerchantID, &created, &updated); err != nil {
 		return nil, err
 	}
 	p.Status = Status(status)

@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// mysqlSchema is the payments table in MySQL's dialect, replacing the two
-// statements of schema: MySQL indexes no unbounded TEXT, has no partial
+// mysqlSchema is the payments tables in MySQL's dialect, replacing the
+// statements of schema and ledgerSchema: MySQL indexes no unbounded TEXT, has no partial
 // index, and MySQL 8 no CREATE INDEX IF NOT EXISTS, so the pending index
 // goes into the table and the second statement becomes a no-op.
 var mysqlSchema = map[string]string{
@@ -22,11 +22,45 @@ var mysqlSchema = map[string]string{
     failure_reason  TEXT,
     settled_by      TEXT,
     settled_token   BIGINT       NOT NULL DEFAULT 0,
+    merchant_id     VARCHAR(191) NOT NULL DEFAULT '',
     created_at_ms   BIGINT       NOT NULL,
     updated_at_ms   BIGINT       NOT NULL,
     KEY payments_pending_idx (status, created_at_ms)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
 	"CREATE INDEX IF NOT EXISTS payments_pending_idx": `DO 0`,
+	"CREATE TABLE IF NOT EXISTS ledger": `CREATE TABLE IF NOT EXISTS ledger (
+    payment_id    VARCHAR(191) NOT NULL PRIMARY KEY,
+    merchant_id   VARCHAR(191) NOT NULL,
+    amount_cents  BIGINT       NOT NULL,
+    currency      VARCHAR(3)   NOT NULL,
+    psp_charge_id VARCHAR(191) NOT NULL,
+    payout_id     VARCHAR(191),
+    created_at_ms BIGINT       NOT NULL,
+    KEY ledger_unpaid_idx (merchant_id, payout_id),
+    KEY ledger_payout_idx (payout_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+	"CREATE INDEX IF NOT EXISTS ledger_unpaid_idx": `DO 0`,
+	"CREATE INDEX IF NOT EXISTS ledger_payout_idx": `DO 0`,
+	"CREATE INDEX IF NOT EXISTS payouts_batch_idx": `DO 0`,
+	"CREATE TABLE IF NOT EXISTS payouts": `CREATE TABLE IF NOT EXISTS payouts (
+    id            VARCHAR(191) NOT NULL PRIMARY KEY,
+    batch_id      VARCHAR(191) NOT NULL,
+    merchant_id   VARCHAR(191) NOT NULL,
+    amount_cents  BIGINT       NOT NULL,
+    entries       BIGINT       NOT NULL,
+    job_token     BIGINT       NOT NULL,
+    created_at_ms BIGINT       NOT NULL,
+    KEY payouts_batch_idx (batch_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+	"CREATE TABLE IF NOT EXISTS settlement_reports": `CREATE TABLE IF NOT EXISTS settlement_reports (
+    batch_id       VARCHAR(191) NOT NULL PRIMARY KEY,
+    payouts        BIGINT       NOT NULL,
+    payout_cents   BIGINT       NOT NULL,
+    ledger_entries BIGINT       NOT NULL,
+    ledger_cents   BIGINT       NOT NULL,
+    unpaid_entries BIGINT       NOT NULL,
+    created_at_ms  BIGINT       NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
 }
 
 // NewMySQLStore returns a store on a MySQL or MariaDB database, the database

@@ -19,6 +19,10 @@ type Config struct {
 	// Customers is how many customers the payments belong to (round
 	// robin); each runs one charge at a time. Default Payments/2, at least 1.
 	Customers int
+	// Merchants is how many merchants the payments are paid out to (round
+	// robin): the payout batch after the charges has one payout job per
+	// merchant. Default 5, at most Payments.
+	Merchants int
 	// Workers is how many worker clients run at once; default 4. A crashed
 	// one is replaced.
 	Workers int
@@ -40,8 +44,9 @@ type Config struct {
 	// whose job is not stuck; default 5 s.
 	PendingAfter time.Duration
 
-	// Crashes is how many worker clients crash mid-charge (before or after
-	// the PSP call); negative means none; default 3.
+	// Crashes is how many worker clients crash mid-charge (before the
+	// authorization, between the authorize and the capture stage, or after
+	// the capture); negative means none; default 3.
 	Crashes int
 	// Pauses is how many charges pause past their lease after the PSP
 	// answered and then try to record it; negative means none; default 5.
@@ -94,6 +99,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.Payments, 1000)
 	def(&c.Customers, max(c.Payments/2, 1))
+	def(&c.Merchants, min(5, c.Payments))
 	def(&c.Workers, 4)
 	def(&c.Concurrency, 8)
 	def(&c.Crashes, 3)

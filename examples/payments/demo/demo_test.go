@@ -19,7 +19,7 @@ import (
 func smallRun(progress *bytes.Buffer) demo.Config {
 	return demo.Config{
 		Payments: 200, Workers: 3, Concurrency: 6, Seed: 7, Timeout: 90 * time.Second,
-		LeaseTTL: time.Second, ReconcileEvery: 300 * time.Millisecond, PendingAfter: 3 * time.Second,
+		LeaseTTL: 3 * time.Second, ReconcileEvery: 300 * time.Millisecond, PendingAfter: 5 * time.Second,
 		Crashes: 2, Pauses: 3, PSPErrorRate: 0.1, LostResponseRate: 0.05, SlowRate: 0.02, DeclineRate: 0.1,
 		PSPTimeout: 300 * time.Millisecond, Progress: progress,
 	}
@@ -49,6 +49,18 @@ func checkSummary(t *testing.T, sum *demo.Summary, err error) {
 	if sum.LostResponses == 0 || sum.PSPErrors == 0 || sum.Declines == 0 || sum.Failed == 0 {
 		t.Fatalf("PSP faults not exercised: %+v", sum)
 	}
+	// The charges ran as stages: retries resumed at the recorded stage and
+	// skipped what was done, and the PSP authorized and captured each
+	// payment once.
+	if sum.ResumedAttempts == 0 || sum.StagesSkipped < sum.ResumedAttempts || sum.DoubleAuthorizations != 0 || sum.DoubleCaptures != 0 {
+		t.Fatalf("resumed attempts %d, stages skipped %d, double authorizations %d, double captures %d: want resumes, none twice",
+			sum.ResumedAttempts, sum.StagesSkipped, sum.DoubleAuthorizations, sum.DoubleCaptures)
+	}
+	// The payout graph paid every merchant once, and the report fanned in.
+	if !sum.PayoutsBalanced || !sum.ReportAfterPayouts || sum.Payouts != 5 || sum.PayoutCents != sum.SucceededCents || sum.LedgerCents != sum.SucceededCents {
+		t.Fatalf("payouts: %d of %d cents (ledger %d, succeeded %d), balanced %t, after payouts %t; want 5 balanced",
+			sum.Payouts, sum.PayoutCents, sum.LedgerCents, sum.SucceededCents, sum.PayoutsBalanced, sum.ReportAfterPayouts)
+	}
 }
 
 func TestRunSQLite(t *testing.T) {
@@ -65,7 +77,7 @@ func TestRunSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("summary:\n%s", table.String())
-	for _, want := range []string{"double charges", "0  ok", "lost payments", "stuck jobs reconciled"} {
+	for _, want := range []string{"double charges", "0  ok", "lost payments", "stuck jobs reconciled", "resumed attempts", "double authorizations / captures", "settlement report"} {
 		if !bytes.Contains(table.Bytes(), []byte(want)) {
 			t.Fatalf("summary table lacks %q:\n%s", want, table.String())
 		}

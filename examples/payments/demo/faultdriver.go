@@ -190,3 +190,28 @@ func (e *faultExecutor[TTx]) JobSetState(ctx context.Context, p *driver.JobSetSt
 	}
 	return e.Executor.JobSetState(ctx, p)
 }
+
+// JobCheckpoint keeps the wrapped executor's stage checkpoints
+// (driver.StageExecutor) while the worker is alive.
+func (e *faultExecutor[TTx]) JobCheckpoint(ctx context.Context, p *driver.JobCheckpointParams) (bool, error) {
+	if err := e.check(); err != nil {
+		return false, err
+	}
+	return e.Executor.(driver.StageExecutor).JobCheckpoint(ctx, p)
+}
+
+// JobStages implements driver.StageExecutor.
+func (e *faultExecutor[TTx]) JobStages(ctx context.Context, p *driver.JobStagesParams) ([]*leasetype.StageRow, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	return e.Executor.(driver.StageExecutor).JobStages(ctx, p)
+}
+
+// JobDependencies implements driver.StageExecutor.
+func (e *faultExecutor[TTx]) JobDependencies(ctx context.Context, p *driver.JobDependenciesParams) ([]*leasetype.DependencyRow, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	return e.Executor.(driver.StageExecutor).JobDependencies(ctx, p)
+}

@@ -32,8 +32,9 @@ var ErrNotScratch = errors.New("demo: the database is not a scratch database")
 type crashPoint int
 
 const (
-	crashBeforePSP crashPoint = iota + 1 // the PSP never sees the charge
-	crashAfterPSP                        // charged, but never recorded
+	crashBeforePSP      crashPoint = iota + 1 // the PSP never sees the charge
+	crashAfterAuthorize                       // authorized and checkpointed, never captured: between the stages
+	crashAfterPSP                             // captured, but never recorded
 )
 
 // plan is the seeded fault plan: which payments trigger a crash or a pause
@@ -55,7 +56,7 @@ func newPlan(cfg Config, ids []string) *plan {
 		}
 		switch {
 		case len(p.crash) < cfg.Crashes:
-			p.crash[ids[i]] = crashPoint(1 + r.IntN(2))
+			p.crash[ids[i]] = crashPoint(1 + r.IntN(3))
 		case len(p.pause) < cfg.Pauses:
 			p.pause[ids[i]] = true
 		}
@@ -97,6 +98,7 @@ type node[TTx any] struct {
 	client  *leasehold.Client[TTx]
 	charge  *payments.ChargeWorker[TTx]
 	recon   *payments.Reconciler[TTx]
+	payout  *payments.PayoutWorker[TTx]
 	crashed atomic.Bool
 }
 
@@ -148,7 +150,7 @@ func onlyDemoJobs(ctx context.Context, exec driver.Executor) error {
 	others := map[string]int64{}
 	var total int64
 	for _, c := range counts {
-		if c.Queue != payments.ChargeQueue && c.Queue != payments.ReconcileQueue && c.Count > 0 {
+		if c.Queue != payments.ChargeQueue && c.Queue != payments.ReconcileQueue && c.Queue != payments.PayoutQueue && c.Count > 0 {
 			others[c.Queue] += c.Count
 			total += c.Count
 		}
@@ -196,11 +198,16 @@ func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
 
 	prog := newProgress(r.cfg.Progress, r.cfg.Terminal, len(ids))
 	waitErr := r.waitSettled(runCtx, createErr, prog, start)
+	var batch *payments.PayoutBatch
+	if waitErr == nil {
+		// Every payment settled: pay the merchants out, as one graph.
+		batch, waitErr = r.payOut(runCtx, inserter)
+	}
 	r.stopAll()
 	bg.Wait()
 	prog.done()
 
-	sum, err := r.summarize(context.WithoutCancel(ctx), ids, time.Since(start))
+	sum, err := r.summarize(context.WithoutCancel(ctx), ids, batch, time.Since(start))
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +215,8 @@ func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
 		return sum, fmt.Errorf("%w: %w", ErrFailed, waitErr)
 	}
 	if !sum.OK() {
-		return sum, fmt.Errorf("%w: %d lost, %d double-charged, %d pending, %d not created", ErrFailed, sum.Lost, sum.DoubleCharges, sum.Pending, sum.NotCreated)
+		return sum, fmt.Errorf("%w: %d lost, %d double-charged, %d double authorizations, %d double captures, %d pending, %d not created, payouts balanced %t",
+			ErrFailed, sum.Lost, sum.DoubleCharges, sum.DoubleAuthorizations, sum.DoubleCaptures, sum.Pending, sum.NotCreated, sum.PayoutsBalanced)
 	}
 	return sum, nil
 }
@@ -234,7 +242,7 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 					return
 				}
 				if err := r.createOne(ctx, c, payments.NewPayment{ID: ids[i], AmountCents: amount[i], Currency: "EUR",
-					CustomerID: fmt.Sprintf("cust_%s_%05d", r.cfg.RunID, i%r.cfg.Customers)}); err != nil {
+					CustomerID: fmt.Sprintf("cust_%s_%05d", r.cfg.RunID, i%r.cfg.Customers), MerchantID: r.merchant(i % r.cfg.Merchants)}); err != nil {
 					errs <- err
 					return
 				}
@@ -318,11 +326,15 @@ func (r *run[TTx]) startNode(ctx context.Context) error {
 	n.charge = &payments.ChargeWorker[TTx]{
 		Store: r.store, PSP: pspClient, LeaseTTL: r.cfg.LeaseTTL, MaxAttempts: 25,
 		Retry: leasehold.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5},
-		Hooks: &payments.Hooks{BeforeCharge: r.beforeCharge(n), AfterCharge: r.afterCharge(n)},
+		Hooks: &payments.Hooks{BeforeCharge: r.beforeCharge(n), AfterAuthorize: r.afterAuthorize(n), AfterCharge: r.afterCharge(n)},
 	}
 	n.recon = &payments.Reconciler[TTx]{Store: r.store, PSP: pspClient, PendingAfter: r.cfg.PendingAfter, Logger: r.cfg.Logger}
+	n.payout = &payments.PayoutWorker[TTx]{Store: r.store}
 	ws := leasehold.NewWorkers()
 	if err := payments.AddWorkers(ws, n.charge, n.recon); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if err := payments.AddPayoutWorkers(ws, n.payout); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 
@@ -340,7 +352,8 @@ func (r *run[TTx]) startNode(ctx context.Context) error {
 		// leader is replaced within about the lease TTL.
 		PeriodicJobs: []*leasehold.PeriodicJob{payments.ReconcilePeriodicJob(r.cfg.ReconcileEvery)},
 		LeaderTTL:    r.cfg.LeaseTTL,
-		Queues:       map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1}},
+		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1},
+			payments.PayoutQueue: {MaxWorkers: 2}},
 	})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -399,10 +412,29 @@ func (r *run[TTx]) beforeCharge(n *node[TTx]) func(context.Context, *leasehold.J
 	}
 }
 
-func (r *run[TTx]) afterCharge(n *node[TTx]) func(context.Context, *leasehold.Job[payments.ChargeArgs], *psp.Charge) {
+// afterAuthorize crashes a worker between the authorize and the capture
+// stage: the authorization is checkpointed on the job, the capture never
+// made. The retry resumes at the capture.
+func (r *run[TTx]) afterAuthorize(n *node[TTx]) func(context.Context, *leasehold.Job[payments.ChargeArgs], *psp.Charge) {
 	return func(ctx context.Context, job *leasehold.Job[payments.ChargeArgs], _ *psp.Charge) {
 		id := job.Args.PaymentID
-		if !n.crashed.Load() && r.plan.crash[id] == crashAfterPSP && r.plan.fire(id) {
+		if !n.crashed.Load() && r.plan.crash[id] == crashAfterAuthorize && r.plan.fire(id) {
+			r.crash(ctx, n)
+		}
+		if n.crashed.Load() {
+			r.freeze()
+		}
+	}
+}
+
+func (r *run[TTx]) afterCharge(n *node[TTx]) func(context.Context, *leasehold.Job[payments.ChargeArgs], *psp.Charge) {
+	return func(ctx context.Context, job *leasehold.Job[payments.ChargeArgs], charge *psp.Charge) {
+		id := job.Args.PaymentID
+		point := r.plan.crash[id]
+		if point == crashAfterAuthorize && charge.Status == psp.StatusDeclined {
+			point = crashAfterPSP // a decline has no stage after the authorization
+		}
+		if !n.crashed.Load() && point == crashAfterPSP && r.plan.fire(id) {
 			r.crash(ctx, n)
 		}
 		if n.crashed.Load() {

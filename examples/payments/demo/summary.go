@@ -7,7 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples/payments"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // Summary is the outcome of a demo run, checked against the PSP's ledger.
@@ -28,6 +30,37 @@ type Summary struct {
 	PSPCharges int64 `json:"psp_charges"`
 	// DoubleCharges counts payments charged more than once. Must be 0.
 	DoubleCharges int64 `json:"double_charges"`
+	// DoubleAuthorizations counts payments the PSP authorized more than
+	// once, and DoubleCaptures captures of a charge captured already (both
+	// from the PSP's own records). Must be 0.
+	DoubleAuthorizations int64 `json:"double_authorizations"`
+	DoubleCaptures       int64 `json:"double_captures"`
+	// ResumedAttempts counts charge attempts that began at a stage an
+	// earlier attempt recorded (after a crash, a pause or a PSP error), and
+	// StagesSkipped the recorded stages they did not run again.
+	ResumedAttempts int64 `json:"resumed_attempts"`
+	StagesSkipped   int64 `json:"stages_skipped"`
+	// AuthorizeCalls and CaptureCalls count the PSP calls of each stage.
+	AuthorizeCalls int64 `json:"authorize_calls"`
+	CaptureCalls   int64 `json:"capture_calls"`
+	// SucceededCents sums the amounts of the succeeded payments.
+	SucceededCents int64 `json:"succeeded_cents"`
+	// Merchants is how many merchants the run paid out.
+	Merchants int64 `json:"merchants"`
+	// Payouts and PayoutCents are the settlement report's count and sum of
+	// the payout batch's payouts; LedgerEntries and LedgerCents the ledger
+	// of the merchants it covers.
+	Payouts       int64 `json:"payouts"`
+	PayoutCents   int64 `json:"payout_cents"`
+	LedgerEntries int64 `json:"ledger_entries"`
+	LedgerCents   int64 `json:"ledger_cents"`
+	// PayoutsBalanced: the report exists, one payout per merchant, and its
+	// totals equal the ledger's and the succeeded payments'. Must be true.
+	PayoutsBalanced bool `json:"payouts_balanced"`
+	// ReportAfterPayouts: the settlement report ran after every payout job
+	// completed (the graph's fan-in): it counted each merchant's payout,
+	// and every payout job is completed. Must be true.
+	ReportAfterPayouts bool `json:"report_after_payouts"`
 	// CustomerOverlaps counts charge requests the PSP received while
 	// another charge request of the same customer was being answered: the
 	// charge queue runs one charge per customer at a time. Must be 0.
@@ -85,12 +118,13 @@ type Summary struct {
 
 // OK reports whether nothing was lost, doubled or left pending.
 func (s *Summary) OK() bool {
-	return s.Lost == 0 && s.DoubleCharges == 0 && s.CustomerOverlaps == 0 && s.Pending == 0 && s.NotCreated == 0 && s.Settled == s.Payments
+	return s.Lost == 0 && s.DoubleCharges == 0 && s.DoubleAuthorizations == 0 && s.DoubleCaptures == 0 && s.CustomerOverlaps == 0 &&
+		s.Pending == 0 && s.NotCreated == 0 && s.Settled == s.Payments && s.PayoutsBalanced && s.ReportAfterPayouts
 }
 
 // summarize checks every payment of the run against the PSP's ledger and
 // gathers the counters.
-func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Duration) (*Summary, error) {
+func (r *run[TTx]) summarize(ctx context.Context, ids []string, batch *payments.PayoutBatch, elapsed time.Duration) (*Summary, error) {
 	// The database may be failing over as the run ends: read for up to 30 s.
 	var rows []*payments.Payment
 	var err error
@@ -133,6 +167,7 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 		switch p.Status {
 		case payments.StatusSucceeded:
 			s.Succeeded++
+			s.SucceededCents += p.AmountCents
 			if captured == 0 {
 				s.Lost++
 				problem("%s recorded succeeded but the PSP never charged it", id)
@@ -161,6 +196,10 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 	st := r.psp.Stats()
 	s.PSPErrors, s.LostResponses, s.SlowResponses, s.Declines, s.Replays = st.InjectedErrors, st.LostResponses, st.SlowResponses, st.Declines, st.Replays
 	s.CustomerOverlaps, s.Customers = st.CustomerOverlaps, int64(r.cfg.Customers)
+	s.DoubleAuthorizations, s.DoubleCaptures = st.DoubleAuthorizations, st.DoubleCaptures
+	if err := r.summarizePayouts(ctx, s, batch, problem); err != nil {
+		return nil, err
+	}
 	s.Crashes, s.Pauses = r.crashes.Load(), r.pauses.Load()
 	s.CreateRetries = r.createRetries.Load()
 	r.mu.Lock()
@@ -173,6 +212,10 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 		ch := n.charge.Stats()
 		s.FencedCompletions += ch.Fenced
 		s.TransientErrors += ch.TransientErrors
+		s.ResumedAttempts += ch.ResumedAttempts
+		s.StagesSkipped += ch.StagesSkipped
+		s.AuthorizeCalls += ch.AuthorizeCalls
+		s.CaptureCalls += ch.CaptureCalls
 		rs := n.recon.Stats()
 		s.ReconciledSucceeded += rs.ResolvedSucceeded
 		s.ReconciledFailed += rs.ResolvedFailed
@@ -180,6 +223,70 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, elapsed time.Dur
 	}
 	s.Reconciled = s.ReconciledSucceeded + s.ReconciledFailed + s.ReconciledRetried
 	return s, nil
+}
+
+// summarizePayouts checks the payout batch's settlement report against the
+// ledger and the succeeded payments, and the report's start against the
+// payouts' completions.
+func (r *run[TTx]) summarizePayouts(ctx context.Context, s *Summary, batch *payments.PayoutBatch, problem func(string, ...any)) error {
+	s.Merchants = int64(r.cfg.Merchants)
+	if batch == nil {
+		problem("no payout batch: the charges did not settle")
+		return nil
+	}
+	rep, err := r.store.GetReport(ctx, batch.BatchID)
+	if err != nil {
+		return fmt.Errorf("demo: read settlement report: %w", err)
+	}
+	entries, cents, err := r.store.LedgerTotal(ctx, "m_"+r.cfg.RunID+"_")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if rep == nil {
+		problem("payout batch %s: no settlement report", batch.BatchID)
+		return nil
+	}
+	s.Payouts, s.PayoutCents, s.LedgerEntries, s.LedgerCents = rep.Payouts, rep.PayoutCents, rep.LedgerEntries, rep.LedgerCents
+	s.PayoutsBalanced = rep.Balanced() && rep.Payouts == s.Merchants && rep.PayoutCents == s.SucceededCents &&
+		rep.LedgerEntries == s.Succeeded && entries == s.Succeeded && cents == s.SucceededCents
+	if !s.PayoutsBalanced {
+		problem("payout batch %s: %d payouts of %d cents, ledger %d entries of %d cents (%d unpaid; all merchants: %d of %d), succeeded payments %d of %d cents",
+			batch.BatchID, rep.Payouts, rep.PayoutCents, rep.LedgerEntries, rep.LedgerCents, rep.UnpaidEntries, entries, cents, s.Succeeded, s.SucceededCents)
+	}
+	// The fan-in: the report counted every merchant's payout, so it ran
+	// after each payout had committed (a payout's row commits with its
+	// job's completion), and every payout job completed.
+	client, err := leasehold.NewClient(r.d, &leasehold.Config{Logger: r.cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	s.ReportAfterPayouts = rep.Payouts == s.Merchants
+	for m, id := range batch.PayoutJobs {
+		job, err := client.JobGet(ctx, id)
+		if err != nil {
+			return fmt.Errorf("demo: read payout job of %s: %w", m, err)
+		}
+		if job.State != leasetype.JobStateCompleted {
+			s.ReportAfterPayouts = false
+			problem("payout job %d of %s is %s", id, m, job.State)
+		}
+	}
+	return nil
+}
+
+// cents formats an amount in cents as euros.
+func cents(c int64) string { return fmt.Sprintf("EUR %d.%02d", c/100, c%100) }
+
+// balanced describes the settlement report check.
+func balanced(s *Summary) string {
+	switch {
+	case s.PayoutsBalanced && s.ReportAfterPayouts:
+		return "ok  (after every payout; totals equal the ledger and the succeeded payments)"
+	case !s.ReportAfterPayouts:
+		return "FAIL  (missing, or ran before a payout finished)"
+	default:
+		return "FAIL  (totals differ from the ledger)"
+	}
 }
 
 // WriteTable writes the summary as a table a person can read.
@@ -199,8 +306,13 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"creations retried", fmt.Sprintf("%d (database errors; each payment still created once)", s.CreateRetries)},
 		{"PSP charges", fmt.Sprintf("%d (one per succeeded payment)", s.PSPCharges)},
 		{"double charges", check(s.DoubleCharges)},
+		{"double authorizations / captures", fmt.Sprintf("%s / %s", check(s.DoubleAuthorizations), check(s.DoubleCaptures))},
 		{"lost payments", check(s.Lost)},
 		{"overlapping charges of a customer", check(s.CustomerOverlaps) + fmt.Sprintf(" (%d customers, one charge each at a time)", s.Customers)},
+		{"resumed attempts", fmt.Sprintf("%d (began at a recorded stage; %d stages skipped on retry)", s.ResumedAttempts, s.StagesSkipped)},
+		{"PSP calls: authorize / capture", fmt.Sprintf("%d / %d (retries of a stage whose answer was lost included)", s.AuthorizeCalls, s.CaptureCalls)},
+		{"payouts", fmt.Sprintf("%d of %d merchants, %s (ledger: %d entries, %s)", s.Payouts, s.Merchants, cents(s.PayoutCents), s.LedgerEntries, cents(s.LedgerCents))},
+		{"settlement report", balanced(s)},
 		{"", ""},
 		{"worker crashes", fmt.Sprintf("%d (%d worker clients started)", s.Crashes, s.WorkerClients)},
 		{"worker pauses", fmt.Sprint(s.Pauses)},

@@ -9,6 +9,12 @@
 //     different parameters gets 422.
 //   - A charge can be looked up by its idempotency key, which is how a
 //     reconciler learns the truth after a lost response or a crashed worker.
+//   - A charge can also be made in two steps, as card processors do:
+//     authorize (the decline is decided there and the amount held, no money
+//     moves) and capture (the money moves), each with its own idempotency
+//     key. Capturing one authorization twice under different keys is
+//     refused and counted (Stats.DoubleCaptures); two authorizations of one
+//     reference are counted too (Stats.DoubleAuthorizations).
 //   - A succeeded charge can be refunded.
 //
 // It can also misbehave on purpose, with rates set in Config and decided
@@ -31,6 +37,9 @@ type ChargeStatus string
 const (
 	// StatusProcessing: the request was received and is being worked on.
 	StatusProcessing ChargeStatus = "processing"
+	// StatusAuthorized: authorized and held, not captured yet: no money
+	// moved. Capture makes it succeeded.
+	StatusAuthorized ChargeStatus = "authorized"
 	// StatusSucceeded: the money was captured.
 	StatusSucceeded ChargeStatus = "succeeded"
 	// StatusDeclined: the card was declined; no money moved. Final.
@@ -79,8 +88,21 @@ type Charge struct {
 type Stats struct {
 	// Requests counts every HTTP request received.
 	Requests int64 `json:"requests"`
-	// Charges counts successful charges: money captured.
+	// Charges counts successful charges: money captured, by a one-step
+	// charge or a capture.
 	Charges int64 `json:"charges"`
+	// Authorizations counts authorizations made (declines excluded).
+	Authorizations int64 `json:"authorizations"`
+	// Captures counts captures made (each also counted in Charges).
+	Captures int64 `json:"captures"`
+	// DoubleAuthorizations counts references with more than one
+	// authorization. With callers that derive idempotency keys from the
+	// payment it is zero.
+	DoubleAuthorizations int64 `json:"double_authorizations"`
+	// DoubleCaptures counts capture requests, under a new idempotency key,
+	// of a charge captured or being captured: refused, no money moved, but
+	// the caller captured twice. Zero for a caller that keeps its keys.
+	DoubleCaptures int64 `json:"double_captures"`
 	// Declines counts declined charges.
 	Declines int64 `json:"declines"`
 	// Replays counts charge requests answered from an earlier request with

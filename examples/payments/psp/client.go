@@ -33,9 +33,15 @@ func (e *Error) Error() string {
 }
 
 // Retryable reports whether the same request may succeed later: server
-// errors, rate limits and a request with the same key still in progress.
+// errors, rate limits and a request with the same key still in progress
+// (not a capture refused as already captured or not capturable).
 func (e *Error) Retryable() bool {
-	return e.StatusCode >= 500 || e.StatusCode == http.StatusConflict || e.StatusCode == http.StatusTooManyRequests
+	if e.StatusCode == http.StatusConflict {
+		// A capture refused because the charge is captured already, or
+		// cannot be, stays refused.
+		return e.Code != "already_captured" && e.Code != "not_capturable"
+	}
+	return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests
 }
 
 // IsRetryable reports whether err from a Client call is transient: a
@@ -103,6 +109,49 @@ func (c *Client) Charge(ctx context.Context, key string, req ChargeRequest) (*Ch
 		return nil, fmt.Errorf("charge %s: %w", key, err)
 	}
 	return &ch, nil
+}
+
+// Authorize asks the PSP to authorize req under the idempotency key: the
+// returned charge is authorized (held, no money moved yet) or declined (not
+// an error). Errors are as Charge's: when IsRetryable, repeat with the same
+// key, or Lookup it. Capture moves the money.
+func (c *Client) Authorize(ctx context.Context, key string, req ChargeRequest) (*Charge, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("psp: encode authorization: %w", err)
+	}
+	var ch Charge
+	if err := c.post(ctx, "/v1/authorizations", key, body, &ch); err != nil {
+		return nil, fmt.Errorf("authorize %s: %w", key, err)
+	}
+	return &ch, nil
+}
+
+// Capture captures the authorized charge chargeID under its own
+// idempotency key and returns it succeeded. The same key answers with the
+// original capture; capturing under another key a charge already captured
+// fails with a 409 *Error (Code "already_captured"), and nothing moves.
+func (c *Client) Capture(ctx context.Context, key, chargeID string) (*Charge, error) {
+	var ch Charge
+	// A body, though the PSP reads none: net/http would resend a bodiless
+	// request with an Idempotency-Key by itself after a lost response.
+	if err := c.post(ctx, "/v1/charges/"+url.PathEscape(chargeID)+"/capture", key, []byte("{}"), &ch); err != nil {
+		return nil, fmt.Errorf("capture %s: %w", key, err)
+	}
+	return &ch, nil
+}
+
+// post sends a POST with an idempotency key and decodes the answer.
+func (c *Client) post(ctx context.Context, path, key string, body []byte, out any) error {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("psp: build request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Idempotency-Key", key)
+	// As in Charge: no transparent resend by net/http.
+	hreq.GetBody = nil
+	return c.do(hreq, out)
 }
 
 // Lookup returns the charge made under the idempotency key, or ErrNotFound

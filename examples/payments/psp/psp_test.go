@@ -187,3 +187,59 @@ func TestCustomerOverlaps(t *testing.T) {
 		t.Fatalf("two concurrent charges of c-2 and one of c-3: %d overlaps, want 1", n)
 	}
 }
+
+// TestAuthorizeCapture: an authorization moves no money, its capture does,
+// once; the same keys replay, a second capture under a new key is refused
+// and counted, and a second authorization of the reference is counted.
+func TestAuthorizeCapture(t *testing.T) {
+	t.Parallel()
+	s, c := start(t, psp.Config{})
+	ctx := context.Background()
+	auth, err := c.Authorize(ctx, "charge-pay_1", req)
+	if err != nil || auth.Status != psp.StatusAuthorized || s.CapturedFor("pay_1") != 0 {
+		t.Fatalf("authorize = %+v, %v, captured %d; want authorized, nothing captured", auth, err, s.CapturedFor("pay_1"))
+	}
+	if again, err := c.Authorize(ctx, "charge-pay_1", req); err != nil || again.ID != auth.ID {
+		t.Fatalf("authorize again with the same key = %+v, %v; want the original %s", again, err, auth.ID)
+	}
+	// A one-step charge under an authorization's key is another request.
+	var perr *psp.Error
+	if _, err := c.Charge(ctx, "charge-pay_1", req); !errors.As(err, &perr) || perr.StatusCode != 422 {
+		t.Fatalf("charge under an authorization's key = %v, want 422", err)
+	}
+	got, err := c.Capture(ctx, "charge-pay_1/capture", auth.ID)
+	if err != nil || got.Status != psp.StatusSucceeded || got.ID != auth.ID || s.CapturedFor("pay_1") != 1 {
+		t.Fatalf("capture = %+v, %v, captured %d", got, err, s.CapturedFor("pay_1"))
+	}
+	if again, err := c.Capture(ctx, "charge-pay_1/capture", auth.ID); err != nil || again.Status != psp.StatusSucceeded {
+		t.Fatalf("capture again with the same key = %+v, %v", again, err)
+	}
+	if look, err := c.Lookup(ctx, "charge-pay_1"); err != nil || look.Status != psp.StatusSucceeded {
+		t.Fatalf("lookup after capture = %+v, %v; want succeeded", look, err)
+	}
+	if st := s.Stats(); st.Authorizations != 1 || st.Captures != 1 || st.Charges != 1 || st.DoubleCaptures != 0 || st.DoubleAuthorizations != 0 {
+		t.Fatalf("stats %+v: want one authorization, one capture", st)
+	}
+	if s.AuthorizeRequestsFor("pay_1") != 2 || s.CaptureRequestsFor("pay_1") != 2 {
+		t.Fatalf("requests: %d authorize, %d capture; want 2 and 2", s.AuthorizeRequestsFor("pay_1"), s.CaptureRequestsFor("pay_1"))
+	}
+	// A capture under a new key: refused, not retryable, counted, nothing moved.
+	if _, err := c.Capture(ctx, "other-capture", auth.ID); !errors.As(err, &perr) || perr.Code != "already_captured" || psp.IsRetryable(err) {
+		t.Fatalf("second capture under a new key = %v, want a final already_captured", err)
+	}
+	if _, err := c.Authorize(ctx, "other-auth", req); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.DoubleCaptures != 1 || st.DoubleAuthorizations != 1 || s.CapturedFor("pay_1") != 1 {
+		t.Fatalf("stats %+v, captured %d: want the double capture and authorization counted, one capture", st, s.CapturedFor("pay_1"))
+	}
+	// A declined authorization cannot be captured.
+	s2, c2 := start(t, psp.Config{DeclineRate: 1})
+	d, err := c2.Authorize(ctx, "k", req)
+	if err != nil || d.Status != psp.StatusDeclined {
+		t.Fatalf("declined authorization = %+v, %v", d, err)
+	}
+	if _, err := c2.Capture(ctx, "k/capture", d.ID); !errors.As(err, &perr) || perr.Code != "not_capturable" || s2.CapturedFor("pay_1") != 0 {
+		t.Fatalf("capture of a decline = %v", err)
+	}
+}

@@ -34,6 +34,9 @@ type Config struct {
 	// (the money moves) but whose response never arrives: the connection is
 	// closed instead.
 	LostResponseRate float64
+	// LostCaptureRate is the share of captures whose response is lost, on
+	// top of LostResponseRate: the money moves, the caller never hears.
+	LostCaptureRate float64
 	// SlowRate is the share of charge requests delayed by SlowDelay before
 	// processing, to outlast the client's timeout; the charge still happens.
 	SlowRate float64
@@ -67,18 +70,33 @@ type Server struct {
 	byID     map[string]*entry
 	calls    map[string]int // requests seen per idempotency key
 	captured map[string]int // successful charges per reference
-	nextID   int
-	charges  []*Charge // creation order
-	requests atomic.Int64
-	stats    Stats
-	inFlight map[string]int         // charge requests being answered per customer
-	windows  map[string]*rateWindow // per merchant
+	// authorized counts authorizations made per reference; captureKeys
+	// maps a capture's idempotency key to the charge it captures.
+	authorized  map[string]int
+	captureKeys map[string]*capture
+	// authorizeCalls and captureCalls count requests per reference.
+	authorizeCalls, captureCalls map[string]int
+	nextID                       int
+	charges                      []*Charge // creation order
+	requests                     atomic.Int64
+	stats                        Stats
+	inFlight                     map[string]int         // charge requests being answered per customer
+	windows                      map[string]*rateWindow // per merchant
 }
 
-// entry is one idempotency key's record: the charge and the request that made it.
+// entry is one idempotency key's record: the charge and the request that
+// made it, a charge or an authorization.
 type entry struct {
-	charge *Charge
-	req    ChargeRequest
+	charge        *Charge
+	req           ChargeRequest
+	authorization bool
+	capturing     bool // a capture of the authorization is being processed
+}
+
+// capture is one capture idempotency key's record.
+type capture struct {
+	chargeID string
+	done     bool // false while the capture is processed
 }
 
 // Start starts a simulator on a free loopback port.
@@ -99,10 +117,14 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, listener: ln, closed: make(chan struct{}),
 		byKey: map[string]*entry{}, byID: map[string]*entry{}, calls: map[string]int{}, captured: map[string]int{},
+		authorized: map[string]int{}, captureKeys: map[string]*capture{},
+		authorizeCalls: map[string]int{}, captureCalls: map[string]int{},
 		inFlight: map[string]int{}, windows: map[string]*rateWindow{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/charges", s.handleCharge)
+	mux.HandleFunc("POST /v1/authorizations", s.handleAuthorize)
+	mux.HandleFunc("POST /v1/charges/{id}/capture", s.handleCapture)
 	mux.HandleFunc("GET /v1/charges", s.handleLookup)
 	mux.HandleFunc("POST /v1/charges/{id}/refund", s.handleRefund)
 	s.srv = &http.Server{Handler: s.count(mux), ReadHeaderTimeout: 5 * time.Second}
@@ -130,6 +152,11 @@ func (s *Server) Stats() Stats {
 			st.DoubleCharges++
 		}
 	}
+	for _, n := range s.authorized {
+		if n > 1 {
+			st.DoubleAuthorizations++
+		}
+	}
 	return st
 }
 
@@ -150,6 +177,24 @@ func (s *Server) CapturedFor(reference string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.captured[reference]
+}
+
+// AuthorizeRequestsFor and CaptureRequestsFor return how many
+// authorization and capture requests the PSP received for a payment
+// reference, replays with the same idempotency key included: a caller that
+// never repeats a completed stage sends one of each, unless a response was
+// lost or the PSP failed.
+func (s *Server) AuthorizeRequestsFor(reference string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.authorizeCalls[reference]
+}
+
+// CaptureRequestsFor: see AuthorizeRequestsFor.
+func (s *Server) CaptureRequestsFor(reference string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.captureCalls[reference]
 }
 
 func (s *Server) count(next http.Handler) http.Handler {
@@ -194,7 +239,15 @@ func (s *Server) latency(key string, n int) time.Duration {
 	return s.cfg.MinLatency + time.Duration(math.Floor(s.roll("latency", key, n)*float64(span)))
 }
 
-func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) { s.create(w, r, false) }
+
+// handleAuthorize authorizes a charge: the decline decision and every
+// fault are the charge's, but a succeeded authorization moves no money
+// until it is captured.
+func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) { s.create(w, r, true) }
+
+// create makes a charge (authorizeOnly false) or an authorization.
+func (s *Server) create(w http.ResponseWriter, r *http.Request, authorizeOnly bool) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
@@ -229,6 +282,9 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 		})
 	}
+	if authorizeOnly {
+		s.authorizeCalls[req.Reference]++
+	}
 	s.calls[key]++
 	n := s.calls[key]
 	if s.roll("error", key, n) < s.cfg.ErrorRate {
@@ -239,7 +295,7 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 	}
 	if e := s.byKey[key]; e != nil {
 		switch {
-		case e.req != req:
+		case e.req != req || e.authorization != authorizeOnly:
 			s.mu.Unlock()
 			writeError(w, http.StatusUnprocessableEntity, "idempotency_mismatch", "this idempotency key was used with different parameters")
 		case e.charge.Status == StatusProcessing:
@@ -260,7 +316,7 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 		ID: fmt.Sprintf("ch_%06d", s.nextID), IdempotencyKey: key, Reference: req.Reference,
 		Amount: req.Amount, Currency: req.Currency, Status: StatusProcessing, CreatedAt: time.Now().UTC(),
 	}
-	e := &entry{charge: c, req: req}
+	e := &entry{charge: c, req: req, authorization: authorizeOnly}
 	s.byKey[key], s.byID[c.ID] = e, e
 	s.charges = append(s.charges, c)
 	slow := s.roll("slow", key, n) < s.cfg.SlowRate
@@ -281,6 +337,10 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if s.roll("decline", req.Reference) < s.cfg.DeclineRate {
 		c.Status, c.DeclineCode = StatusDeclined, "card_declined"
 		s.stats.Declines++
+	} else if authorizeOnly {
+		c.Status = StatusAuthorized
+		s.authorized[req.Reference]++
+		s.stats.Authorizations++
 	} else {
 		c.Status = StatusSucceeded
 		s.captured[req.Reference]++
@@ -332,6 +392,98 @@ func dropConnection(w http.ResponseWriter) {
 		return
 	}
 	conn.Close()
+}
+
+// handleCapture captures an authorized charge under its own idempotency
+// key: the money moves, once. The same key answers with the original
+// capture; another key for a charge captured or being captured is refused
+// with 409 and counted (Stats.DoubleCaptures): money never moves twice,
+// but the caller lost track of a capture it had made.
+func (s *Server) handleCapture(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	e := s.byID[id]
+	if e == nil {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
+		return
+	}
+	c := e.charge
+	s.captureCalls[c.Reference]++
+	s.calls[key]++
+	n := s.calls[key]
+	if s.roll("error", key, n) < s.cfg.ErrorRate {
+		s.stats.InjectedErrors++
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "injected error: try again")
+		return
+	}
+	if cp := s.captureKeys[key]; cp != nil {
+		switch {
+		case cp.chargeID != id:
+			s.mu.Unlock()
+			writeError(w, http.StatusUnprocessableEntity, "idempotency_mismatch", "this idempotency key captured another charge")
+		case !cp.done:
+			s.mu.Unlock()
+			writeError(w, http.StatusConflict, "in_progress", "a capture with this idempotency key is being processed")
+		default:
+			s.stats.Replays++
+			out := *c
+			s.mu.Unlock()
+			s.sleep(s.latency(key, n))
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeJSON(w, http.StatusOK, &out)
+		}
+		return
+	}
+	switch {
+	case c.Status == StatusSucceeded || e.capturing:
+		s.stats.DoubleCaptures++
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "already_captured", "charge "+id+" is captured already")
+		return
+	case c.Status != StatusAuthorized:
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "not_capturable", "charge "+id+" is "+string(c.Status))
+		return
+	}
+	cp := &capture{chargeID: id}
+	s.captureKeys[key] = cp
+	e.capturing = true
+	slow := s.roll("slow", key, n) < s.cfg.SlowRate
+	if slow {
+		s.stats.SlowResponses++
+	}
+	s.mu.Unlock()
+
+	delay := s.latency(key, n)
+	if slow {
+		delay += s.cfg.SlowDelay
+	}
+	s.sleep(delay)
+
+	s.mu.Lock()
+	c.Status = StatusSucceeded
+	e.capturing, cp.done = false, true
+	s.captured[c.Reference]++
+	s.stats.Charges++
+	s.stats.Captures++
+	out := *c
+	lost := s.roll("lost", key, n) < s.cfg.LostResponseRate || s.roll("lost-capture", key, n) < s.cfg.LostCaptureRate
+	if lost {
+		s.stats.LostResponses++
+	}
+	s.mu.Unlock()
+	if lost {
+		dropConnection(w)
+		return
+	}
+	writeJSON(w, http.StatusCreated, &out)
 }
 
 func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
