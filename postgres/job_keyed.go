@@ -24,7 +24,7 @@ import (
 // previous keyed claim visited, goes on from the first key after the last
 // one, and stops when it has found $2 keys that have a free slot and a job
 // that passes jobClaimableSQL, when it is back at the cursor, or after
-// $2 + 1000 keys. For each key it counts the running jobs with an
+// $2 + 256 keys. For each key it counts the running jobs with an
 // unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
 // every queue, and the starts in the rate window ($12, $13, window start
 // $14); its slots are what the queue key limit $10, the kind key limit $11
@@ -89,7 +89,7 @@ walk (step, flow_key, wrapped, found, queue_running, slots) AS (
 			WHERE j.flow_key = n.flow_key AND ` + jobClaimableSQL + `) AS has_job
 		OFFSET 0
 	) AS h
-	WHERE w.found < $2 AND w.step < $2 + 1000 AND n.flow_key IS NOT NULL
+	WHERE w.found < $2 AND w.step < $2 + 256 AND n.flow_key IS NOT NULL
 		AND NOT (n.wrapped AND n.flow_key > (SELECT cursor_key FROM start))
 ),
 bound AS MATERIALIZED (
