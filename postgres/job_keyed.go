@@ -28,7 +28,11 @@ import (
 // unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
 // every queue, and the starts in the rate window ($12, $13, window start
 // $14); its slots are what the queue key limit $10, the kind key limit $11
-// and the rate $15 (zero: none) leave, at most $2.
+// and the rate $15 (zero: none) leave, at most $2. The counts spell
+// state = 'running' as a range so that they read the key's entries of
+// leasehold_job_flow_key_idx: the range does not imply the predicate of
+// leasehold_job_running_idx, which a plan made while few jobs ran would
+// pick and then scan the queue's every running job for each key.
 //
 // pool holds, for each visited key with slots, its first jobs in claim
 // order (priority, scheduled time, ID), as many as its slots, each with its
@@ -74,11 +78,11 @@ walk (step, flow_key, wrapped, found, queue_running, slots) AS (
 			CASE WHEN $15::int > 0 THEN $15::int - c.window_used ELSE $2 END) AS slots
 		FROM (SELECT
 			CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r, clock
-				WHERE r.flow_key = n.flow_key AND r.state = 'running' AND r.queue = $1
-					AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
+				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+					AND r.queue = $1 AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
 			CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r, clock
-				WHERE r.flow_key = n.flow_key AND r.state = 'running' AND r.kind = ($8::text[])[1]
-					AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
+				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+					AND r.kind = ($8::text[])[1] AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
 			CASE WHEN $15::int > 0 THEN coalesce((SELECT w.window_count FROM leasehold_key_window w
 				WHERE w.scope = $12 AND w.name = $13 AND w.flow_key = n.flow_key
 					AND w.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
