@@ -1,0 +1,169 @@
+package postgres
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// insertKeyed inserts, in one COPY, perKey jobs for each of keys (key
+// "" inserts jobs without a key), key by key.
+func insertKeyed(t *testing.T, d *Driver, queue string, keys []string, perKey int) {
+	t.Helper()
+	var params []*driver.JobInsertParams
+	for _, k := range keys {
+		for range perKey {
+			p := testJob(queue)
+			p.Key = k
+			params = append(params, p)
+		}
+	}
+	if _, err := d.GetExecutor().JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+}
+
+// claimKeyed runs one keyed claim as a client's limited claim does: in a
+// transaction that first locks the queue's limit row.
+func claimKeyed(t *testing.T, d *Driver, p *driver.JobClaimKeyedParams) []*leasetype.JobRow {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := d.GetExecutor().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{{Scope: driver.LimitScopeQueue, Name: p.Claim.Queue}}}); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	rows, err := tx.JobClaimKeyed(ctx, p)
+	if err != nil {
+		t.Fatalf("claim keyed: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return rows
+}
+
+// TestKeyedClaimRotatesAcrossClaims: fairness without a key limit, each
+// claim's jobs completed before the next claim, so no key has a job
+// running when a claim ranks them. Ranking alone would give every claim
+// the keys of the oldest jobs until they drain; the walk starts after the
+// key the previous claim reached, so consecutive claims take different
+// keys, wrap round to the first, and a job without a key is claimed too.
+func TestKeyedClaimRotatesAcrossClaims(t *testing.T) {
+	t.Parallel()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"a", "b", "c", "d", "e"}, 3)
+	insertKeyed(t, d, "q", []string{""}, 1)
+	claim := func() []string {
+		rows := claimKeyed(t, d, &driver.JobClaimKeyedParams{
+			Claim: &driver.JobClaimParams{Queue: "q", Max: 2, Owner: "w", DefaultLeaseTTL: time.Hour},
+			Fair:  true,
+		})
+		keys := make([]string, 0, len(rows))
+		ids := make([]int64, 0, len(rows))
+		for _, r := range rows {
+			keys = append(keys, r.Key)
+			ids = append(ids, r.ID)
+		}
+		if _, err := d.Pool().Exec(t.Context(), "UPDATE leasehold_job SET state = 'completed', finalized_at = now() WHERE id = ANY($1)", ids); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	var got []string
+	seen := map[string]int{}
+	for range 8 {
+		keys := claim()
+		if len(keys) != 2 {
+			t.Fatalf("claims so far %v, then a claim of %v: want 2 jobs", got, keys)
+		}
+		if keys[0] == keys[1] && keys[0] != "" {
+			t.Fatalf("claims so far %v, then a claim of two jobs of key %q while other keys wait", got, keys[0])
+		}
+		got = append(got, strings.Join(keys, "+"))
+		for _, k := range keys {
+			seen[k]++
+		}
+	}
+	// 16 jobs claimed: every key's first job before any key's third, and
+	// no key more than one job ahead of another.
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if n := seen[k]; n < 3 || n > 3 {
+			t.Errorf("key %s: %d jobs in the first 8 claims (%v), want 3 (round-robin)", k, n, got)
+		}
+	}
+	if seen[""] != 1 {
+		t.Errorf("the job without a key: claimed %d times in %v, want once", seen[""], got)
+	}
+	first := map[string]bool{}
+	for _, c := range got[:3] {
+		for _, k := range strings.Split(c, "+") {
+			first[k] = true
+		}
+	}
+	if len(first) < 5 {
+		t.Errorf("the first 3 claims %v took %d distinct groups, want at least 5: the walk does not move on", got[:3], len(first))
+	}
+}
+
+// TestKeyedClaimPlan guards the keyed claim's plans, custom and generic,
+// with statistics taken before any job runs (a backlog inserted and
+// analyzed, then drained): it walks the key index, and it never counts a
+// key's running jobs by scanning the running index, which would read every
+// running job of the queue for each key it visits.
+func TestKeyedClaimPlan(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	var keys []string
+	for i := range 500 {
+		keys = append(keys, fmt.Sprintf("k%03d", i))
+	}
+	insertKeyed(t, d, "q", keys, 10)
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "PREPARE keyed AS "+jobClaimKeyedSQL); err != nil {
+		t.Fatalf("prepare keyed claim: %v", err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set plan_cache_mode: %v", err)
+		}
+		for _, tc := range []struct{ name, args string }{
+			{"queue key limit", "1, 0, '', '', NULL, 0, true"},
+			{"kind key limit", "0, 2, '', '', NULL, 0, true"},
+			{"key rate", "0, 0, 'queue', 'q', now(), 3, true"},
+		} {
+			kinds := "{}"
+			if tc.name == "kind key limit" {
+				kinds = "{test}"
+			}
+			plan := explain(t, conn, fmt.Sprintf(
+				`EXPLAIN EXECUTE keyed('q', 100, 'owner', '{}', '{}', 60000, '{}', '%s', '{}', %s, '{}')`, kinds, tc.args))
+			if !strings.Contains(plan, "leasehold_job_key_claim_idx") {
+				t.Errorf("%s, %s: keyed claim does not walk the key index:\n%s", mode, tc.name, plan)
+			}
+			if strings.Contains(plan, "leasehold_job_running_idx") {
+				t.Errorf("%s, %s: keyed claim scans the running index to count a key's running jobs:\n%s", mode, tc.name, plan)
+			}
+			if hasLine(plan, "Seq Scan on leasehold_job") {
+				t.Errorf("%s, %s: keyed claim scans the job table:\n%s", mode, tc.name, plan)
+			}
+		}
+	}
+}
