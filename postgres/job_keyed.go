@@ -43,9 +43,12 @@ import (
 // read than the ranks below the $2-th smallest running count of the keys
 // found, plus one. Without $16, claim order.
 //
-// The picked rows are locked with SKIP LOCKED (a row an operator's action
-// holds is left for the next claim) and leased as the plain claim leases;
-// the queue's key_cursor moves to the last key walked.
+// The picked rows are locked by address (a Tid scan, whatever the number
+// of rows: by ID the planner joins a large claim to a scan of the whole
+// table) with SKIP LOCKED: a row an operator's action holds, or that
+// changed since the statement's snapshot (its address then holds an older
+// version), is left for the next claim. They are leased as the plain claim
+// leases; the queue's key_cursor moves to the last key walked.
 const jobClaimKeyedSQL = `
 WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
 start AS MATERIALIZED (
@@ -101,10 +104,10 @@ bound AS MATERIALIZED (
 		ORDER BY w.queue_running OFFSET $2 - 1 LIMIT 1) END, 2147483647) AS top_round
 ),
 pool AS (
-	SELECT p.id, p.priority, p.scheduled_at, p.key_rank + w.queue_running AS round
+	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank + w.queue_running AS round
 	FROM walk w, bound b
 	CROSS JOIN LATERAL (
-		SELECT j.id, j.priority, j.scheduled_at,
+		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at,
 			row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
 		FROM leasehold_job j
 		WHERE j.flow_key = w.flow_key AND ` + jobClaimableSQL + `
@@ -113,10 +116,10 @@ pool AS (
 	) AS p
 	WHERE w.step > 0 AND w.slots > 0
 	UNION ALL
-	SELECT p.id, p.priority, p.scheduled_at, p.key_rank
+	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank
 	FROM start, bound b
 	CROSS JOIN LATERAL (
-		SELECT j.id, j.priority, j.scheduled_at,
+		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at,
 			row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
 		FROM leasehold_job j
 		WHERE j.flow_key IS NULL AND ` + jobClaimableSQL + `
@@ -125,7 +128,7 @@ pool AS (
 	) AS p
 ),
 picked AS (
-	SELECT id FROM pool
+	SELECT job_ctid FROM pool
 	ORDER BY CASE WHEN $16::boolean THEN round ELSE 0 END, priority, scheduled_at, id
 	LIMIT $2
 ),
@@ -136,7 +139,7 @@ moved AS (
 ),
 locked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid FROM leasehold_job
-	WHERE id IN (SELECT id FROM picked)
+	WHERE ctid = ANY(ARRAY(SELECT job_ctid FROM picked))
 	FOR UPDATE SKIP LOCKED
 )
 ` + jobLeaseSetSQL + `FROM locked
@@ -163,10 +166,11 @@ const jobClaimableSQL = `j.state IN ('available', 'scheduled', 'retryable')
 // jobClaimSequencedSQL is the keyed claim without key limits, rate or
 // fairness (only sequences to honour): the plain claim's ordered scan of
 // queue $1 (not paused) with the sequence filter, at most $2 jobs. Its
-// parameters are jobClaimKeyedSQL's $1 to $9, and $10 for $17.
+// parameters are jobClaimKeyedSQL's $1 to $9, and $10 for $17; it locks
+// the picked rows by address as jobClaimKeyedSQL does.
 var jobClaimSequencedSQL = strings.ReplaceAll(`
 WITH picked AS (
-	SELECT j.id FROM leasehold_job j
+	SELECT j.ctid AS job_ctid FROM leasehold_job j
 	WHERE `+jobClaimableSQL+`
 		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 	ORDER BY j.priority, j.scheduled_at, j.id
@@ -174,7 +178,7 @@ WITH picked AS (
 ),
 locked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid FROM leasehold_job
-	WHERE id IN (SELECT id FROM picked)
+	WHERE ctid = ANY(ARRAY(SELECT job_ctid FROM picked))
 	FOR UPDATE SKIP LOCKED
 )
 `+jobLeaseSetSQL+`FROM locked

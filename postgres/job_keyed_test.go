@@ -117,18 +117,21 @@ func TestKeyedClaimRotatesAcrossClaims(t *testing.T) {
 
 // TestKeyedClaimPlan guards the keyed claim's plans, custom and generic,
 // with statistics taken before any job runs (a backlog inserted and
-// analyzed, then drained): it walks the key index, and it never counts a
-// key's running jobs by scanning the running index, which would read every
-// running job of the queue for each key it visits.
+// analyzed, then drained): it walks the key index, it never counts a key's
+// running jobs by scanning the running index, which would read every
+// running job of the queue for each key it visits, and it never scans the
+// job table, not even for a claim of 2,000 rows (locked by ID, they were
+// joined to a scan of the whole table). The claim without key limits
+// (sequences only) never scans the table either.
 func TestKeyedClaimPlan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
 	var keys []string
-	for i := range 500 {
-		keys = append(keys, fmt.Sprintf("k%03d", i))
+	for i := range 10 {
+		keys = append(keys, fmt.Sprintf("k%02d", i))
 	}
-	insertKeyed(t, d, "q", keys, 10)
+	insertKeyed(t, d, "q", keys, 2000)
 	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
 		t.Fatalf("analyze: %v", err)
 	}
@@ -144,17 +147,22 @@ func TestKeyedClaimPlan(t *testing.T) {
 		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 			t.Fatalf("set plan_cache_mode: %v", err)
 		}
-		for _, tc := range []struct{ name, args string }{
-			{"queue key limit", "1, 0, '', '', NULL, 0, true"},
-			{"kind key limit", "0, 2, '', '', NULL, 0, true"},
-			{"key rate", "0, 0, 'queue', 'q', now(), 3, true"},
+		for _, tc := range []struct {
+			name string
+			max  int
+			args string
+		}{
+			{"queue key limit", 100, "1, 0, '', '', NULL, 0, true"},
+			{"kind key limit", 100, "0, 2, '', '', NULL, 0, true"},
+			{"key rate", 100, "0, 0, 'queue', 'q', now(), 3, true"},
+			{"large claim", 2000, "1, 0, '', '', NULL, 0, true"},
 		} {
 			kinds := "{}"
 			if tc.name == "kind key limit" {
 				kinds = "{test}"
 			}
 			plan := explain(t, conn, fmt.Sprintf(
-				`EXPLAIN EXECUTE keyed('q', 100, 'owner', '{}', '{}', 60000, '{}', '%s', '{}', %s, '{}')`, kinds, tc.args))
+				`EXPLAIN EXECUTE keyed('q', %d, 'owner', '{}', '{}', 60000, '{}', '%s', '{}', %s, '{}')`, tc.max, kinds, tc.args))
 			if !strings.Contains(plan, "leasehold_job_key_claim_idx") {
 				t.Errorf("%s, %s: keyed claim does not walk the key index:\n%s", mode, tc.name, plan)
 			}
@@ -164,6 +172,18 @@ func TestKeyedClaimPlan(t *testing.T) {
 			if hasLine(plan, "Seq Scan on leasehold_job") {
 				t.Errorf("%s, %s: keyed claim scans the job table:\n%s", mode, tc.name, plan)
 			}
+		}
+	}
+	if _, err := conn.Exec(ctx, "PREPARE sequenced AS "+jobClaimSequencedSQL); err != nil {
+		t.Fatalf("prepare sequenced claim: %v", err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set plan_cache_mode: %v", err)
+		}
+		plan := explain(t, conn, `EXPLAIN EXECUTE sequenced('q', 2000, 'owner', '{}', '{}', 60000, '{}', '{}', '{}', '{}')`)
+		if hasLine(plan, "Seq Scan on leasehold_job") {
+			t.Errorf("%s: sequenced claim scans the job table:\n%s", mode, plan)
 		}
 	}
 }
