@@ -20,9 +20,9 @@ import (
 //
 // walk visits the keys of queue $1's claimable jobs (none when the queue
 // is paused) in key order, one probe of leasehold_job_key_claim_idx per key
-// (a skip scan): it starts after the queue's key_cursor, the last key the
-// previous keyed claim visited, goes on from the first key after the last
-// one, and stops when it has found $2 keys that have a free slot and a job
+// (a skip scan): it starts after the key_cursor of the limit row
+// keyCursorRowSQL names, the last key the previous such claim visited,
+// goes on from the first key after the last one, and stops when it has found $2 keys that have a free slot and a job
 // that passes jobClaimableSQL, when it is back at the cursor, or after
 // $2 + 256 keys. For each key it counts the running jobs with an
 // unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
@@ -48,11 +48,12 @@ import (
 // table) with SKIP LOCKED: a row an operator's action holds, or that
 // changed since the statement's snapshot (its address then holds an older
 // version), is left for the next claim. They are leased as the plain claim
-// leases; the queue's key_cursor moves to the last key walked.
+// leases; the key_cursor moves to the last key walked.
 const jobClaimKeyedSQL = `
 WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
 start AS MATERIALIZED (
-	SELECT coalesce((SELECT l.key_cursor FROM leasehold_limit l WHERE l.scope = 'queue' AND l.name = $1), '') AS cursor_key
+	SELECT coalesce((SELECT l.key_cursor FROM leasehold_limit l
+		WHERE (l.scope, l.name) = ` + keyCursorRowSQL + `), '') AS cursor_key
 	WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 ),
 walk (step, flow_key, wrapped, found, queue_running, slots) AS (
@@ -135,7 +136,7 @@ picked AS (
 moved AS (
 	UPDATE leasehold_limit SET key_cursor = last.flow_key
 	FROM (SELECT w.flow_key FROM walk w WHERE w.step > 0 ORDER BY w.step DESC LIMIT 1) AS last
-	WHERE scope = 'queue' AND name = $1
+	WHERE (scope, name) = ` + keyCursorRowSQL + `
 ),
 locked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid FROM leasehold_job
@@ -145,6 +146,16 @@ locked AS MATERIALIZED (
 ` + jobLeaseSetSQL + `FROM locked
 WHERE leasehold_job.ctid = locked.picked_ctid
 RETURNING ` + jobColumns
+
+// keyCursorRowSQL names the limit row that keeps a keyed claim's
+// key_cursor: the kind's for a claim of one kind ($8), which a client runs
+// for a kind with a limit of its own, in the same transaction as the claim
+// of the queue's other kinds; the queue's for that claim and any other. So
+// each statement goes round the keys on its own: with one cursor, the
+// statement that runs first could walk, claim after claim, the keys
+// whose jobs only the second one takes.
+const keyCursorRowSQL = `(CASE WHEN cardinality($8::text[]) = 1 THEN 'kind' ELSE 'queue' END,
+		CASE WHEN cardinality($8::text[]) = 1 THEN ($8::text[])[1] ELSE $1 END)`
 
 // jobClaimableSQL is the filter of a keyed claim's jobs, alias j: the
 // claimable jobs of queue $1 as the plain claim filters them (kinds $8,

@@ -187,3 +187,58 @@ func TestKeyedClaimPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedClaimCursorPerStatement: a claim of one kind keeps its walk's
+// cursor on the kind's limit row, the queue's other claims on the queue's,
+// so that neither walk skips the keys the other one went over.
+func TestKeyedClaimCursorPerStatement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"a", "b", "c", "d"}, 2)
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET kind = 'limited' WHERE id % 2 = 0"); err != nil {
+		t.Fatalf("set kinds: %v", err)
+	}
+	tx, err := d.GetExecutor().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{
+		{Scope: driver.LimitScopeQueue, Name: "q"}, {Scope: driver.LimitScopeKind, Name: "limited"},
+	}}); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	claim := &driver.JobClaimParams{Queue: "q", Max: 2, Owner: "w", DefaultLeaseTTL: time.Hour}
+	kindClaim := *claim
+	kindClaim.Kinds = []string{"limited"}
+	if _, err := tx.JobClaimKeyed(ctx, &driver.JobClaimKeyedParams{Claim: &kindClaim, KindKeyLimit: 1, Fair: true}); err != nil {
+		t.Fatalf("claim of the kind: %v", err)
+	}
+	rest := *claim
+	rest.Max, rest.ExcludeKinds = 1, []string{"limited"}
+	if _, err := tx.JobClaimKeyed(ctx, &driver.JobClaimKeyedParams{Claim: &rest, Fair: true}); err != nil {
+		t.Fatalf("claim of the other kinds: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	cursors := map[string]string{}
+	rows, err := d.Pool().Query(ctx, "SELECT scope, coalesce(key_cursor, '') FROM leasehold_limit")
+	if err != nil {
+		t.Fatalf("read cursors: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var scope, cursor string
+		if err := rows.Scan(&scope, &cursor); err != nil {
+			t.Fatalf("scan cursor: %v", err)
+		}
+		cursors[scope] = cursor
+	}
+	// The kind's claim of 2 walked a and b; the other claim of 1 walked a
+	// alone, from its own cursor (from the kind's it would have started at c).
+	if cursors["kind"] != "b" || cursors["queue"] != "a" {
+		t.Fatalf("cursors %v, want kind b (its claim walked a, b) and queue a (its claim walked a)", cursors)
+	}
+}

@@ -11,8 +11,9 @@
 -- retry; a claim, a heartbeat and a completion write none (their states
 -- are not in the predicate).
 --
--- key_cursor: the last key a keyed claim of the queue visited; the next
--- claim starts after it, so the walk goes round the keys across claims.
+-- key_cursor: the last key a keyed claim of the queue (on a kind's row:
+-- a claim of that kind alone) visited; the next claim starts after it, so
+-- the walk goes round the keys across claims.
 -- Binaries that know version 8 neither read nor write either, hence the
 -- declaration above.
 --
