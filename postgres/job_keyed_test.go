@@ -242,3 +242,37 @@ func TestKeyedClaimCursorPerStatement(t *testing.T) {
 		t.Fatalf("cursors %v, want kind b (its claim walked a, b) and queue a (its claim walked a)", cursors)
 	}
 }
+
+// TestKeyedClaimPausedQueue: a paused queue yields nothing to the keyed
+// claim, keyed jobs and jobs without a key alike, nor to the claim without
+// key limits (sequences only); resumed, both claim again.
+func TestKeyedClaimPausedQueue(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"a", "b", ""}, 2)
+	exec := d.GetExecutor()
+	keyed := &driver.JobClaimKeyedParams{
+		Claim: &driver.JobClaimParams{Queue: "q", Max: 10, Owner: "w", DefaultLeaseTTL: time.Hour}, KeyLimit: 1, Fair: true,
+	}
+	plain := &driver.JobClaimKeyedParams{Claim: &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Hour}}
+	if err := exec.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true}); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if rows := claimKeyed(t, d, keyed); len(rows) != 0 {
+		t.Fatalf("keyed claim of a paused queue took %d jobs", len(rows))
+	}
+	if rows := claimKeyed(t, d, plain); len(rows) != 0 {
+		t.Fatalf("claim without key limits of a paused queue took %d jobs", len(rows))
+	}
+	if err := exec.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: false}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	// KeyLimit 1: one job of a and of b, and both jobs without a key.
+	if rows := claimKeyed(t, d, keyed); len(rows) != 4 {
+		t.Fatalf("keyed claim of the resumed queue took %d jobs, want 4", len(rows))
+	}
+	if rows := claimKeyed(t, d, plain); len(rows) != 1 {
+		t.Fatalf("claim without key limits of the resumed queue took %d jobs, want 1", len(rows))
+	}
+}
