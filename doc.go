@@ -324,10 +324,18 @@ option (QueueConfig.KeyLimit, KeyRateLimit, Fair, Sequenced, or a worker's
 KeyLimit, SequenceBy or SequencePolicy) is claimed by the keyed claim, in
 the limited claim's transaction described above: the queue's limit row is
 locked (and the kind's, for a kind's KeyLimit), then one statement ranks
-the claimable jobs within their key, counts each key's running jobs with
-an unexpired lease and its starts in the current rate window, and leases
-only the jobs that fit. What it guarantees, on the database clock, for
-clients configured alike:
+claimable jobs within their key, counts each key's running jobs with an
+unexpired lease and its starts in the current rate window, and leases
+only the jobs that fit. On SQLite and MySQL/MariaDB it ranks every
+claimable job of the queue. On Postgres it ranks only the keys it visits:
+it walks the keys of the queue's claimable jobs in key order (a skip scan
+of an index), starting after the last key the queue's previous keyed
+claim visited (the kind's, for the claim of a kind with a limit of its
+own) and wrapping round, until it has found as many keys with a free slot
+and a claimable job as the claim may take (or has visited every key, or
+that many plus 256), and reads each visited key's first jobs; jobs
+without a key are read in claim order as one more group. What it
+guarantees, on the database clock, for clients configured alike:
 
   - KeyLimit: at most N running jobs with one key in the queue
     (QueueConfig.KeyLimit) or of the kind in every queue
@@ -347,7 +355,15 @@ clients configured alike:
     key's second, and a key with jobs running ranks behind a key with none:
     one key's backlog cannot starve the others. Priority orders jobs only
     within a key and among jobs of equal rank; jobs without a key form one
-    group. Not guaranteed: weights per key, or strict rotation when keys
+    group. On Postgres all of this holds among the keys the claim
+    visited (above), not the whole queue: the walk goes round every key
+    with claimable jobs in turn across claims, so every key is visited
+    once per round of the walk however large the other keys' backlogs,
+    and a visited key gets a job in that claim unless the claim fills with
+    jobs that rank before it (of keys with fewer running jobs, or jobs
+    without a key). A job's priority does not bring its key into a claim
+    ahead of its turn: priority orders jobs within a key and within a
+    claim. Not guaranteed: weights per key, or strict rotation when keys
     tie (the oldest job wins a tie, so a key with a backlog keeps about one
     job running while the others share the rest).
   - Sequences: a job with a sequence starts only while no other job of
@@ -368,8 +384,10 @@ clients configured alike:
 KeyBy and SequenceBy apply on clients that have the kind's worker
 registered; an insert whose args lack a value at a path, or hold null, an
 object or an array there, fails with ErrInvalidArgs. Keys are at most 256
-bytes. The keyed claim reads every claimable job of the queue to rank it,
-so its cost grows with the backlog; unkeyed queues keep the
+bytes. On SQLite and MySQL/MariaDB the keyed claim reads every claimable
+job of the queue to rank it, so its cost grows with the backlog; on
+Postgres it grows with the keys it visits (those at their limit among
+them) and the jobs it takes, not with the backlog. Unkeyed queues keep the
 single-statement claim unchanged.
 
 Client.KeyStats (`leasehold keys`, the dashboard's Keys page) reports the

@@ -33,6 +33,20 @@ func (f *flowLimits) limited() bool {
 	return f != nil && (f.queueLimit > 0 || f.rate != nil || len(f.kindLimits) > 0 || f.keyed)
 }
 
+// countsRunning reports whether a limited claim needs the running counts
+// of the queue and its kinds: when a GlobalLimit applies.
+func (f *flowLimits) countsRunning() bool {
+	if f.queueLimit > 0 {
+		return true
+	}
+	for _, l := range f.kindLimits {
+		if l > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // newFlowLimits collects the limits of queue q on this client.
 func newFlowLimits(q QueueConfig, workers map[string]*workerEntry) *flowLimits {
 	f := &flowLimits{queueLimit: q.GlobalLimit, rate: q.RateLimit, kindLimits: map[string]int{},
@@ -174,9 +188,15 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 		}
 	}
 
-	counts, err := tx.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue, Kinds: f.kinds})
-	if err != nil {
-		return res, fmt.Errorf("count running jobs: %w", err)
+	// The running counts serve the global limits only: a queue with key
+	// options alone (the keyed claim counts per key) skips the count, a
+	// scan of every running job of the queue.
+	counts := &driver.RunningCount{Kinds: map[string]int64{}}
+	if f.countsRunning() {
+		counts, err = tx.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue, Kinds: f.kinds})
+		if err != nil {
+			return res, fmt.Errorf("count running jobs: %w", err)
+		}
 	}
 	if f.queueLimit > 0 {
 		if left := int64(f.queueLimit) - counts.Queue; left < int64(limit) {

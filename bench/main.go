@@ -8,6 +8,7 @@
 //	go run . heartbeat   [-jobs 10000] [-duration 40s] [-ttl 30s]
 //	go run . sqlite      [-jobs 20000] [-rounds 3]
 //	go run . payments    [-jobs 20000] [-rounds 1] [-pool 20] [-workers 100]
+//	go run . keyclaim    [-jobs 1000000] [-keys 100000] [-claims 500]
 //
 // Postgres is LEASEHOLD_TEST_POSTGRES_URL (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable); each engine
@@ -77,6 +78,7 @@ type options struct {
 	backend      string
 	pool         int
 	keys         int
+	claims       int
 }
 
 var modes = map[string]func(context.Context, *options, io.Writer) error{
@@ -86,9 +88,10 @@ var modes = map[string]func(context.Context, *options, io.Writer) error{
 	"heartbeat":  runHeartbeat,
 	"sqlite":     runSQLite,
 	"payments":   runPayments,
+	"keyclaim":   runKeyClaim,
 }
 
-const usage = "usage: go run . drain|continuous|latency|heartbeat|sqlite|payments [flags] (-h for the flags)"
+const usage = "usage: go run . drain|continuous|latency|heartbeat|sqlite|payments|keyclaim [flags] (-h for the flags)"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 || modes[args[0]] == nil {
@@ -101,7 +104,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 0, "measured time per round (continuous 10s, latency 10s, heartbeat 40s)")
 	rates := fs.String("rate", "100,1000", "latency: enqueue rates in jobs/s, comma-separated")
 	engines := fs.String("engines", "", "comma-separated engines (default per mode; see setup.go)")
-	fs.IntVar(&o.keys, "keys", 0, "drain (postgres): also run leasehold-keys, the same drain with jobs over this many flow-control keys and KeyLimit 1")
+	fs.IntVar(&o.keys, "keys", 0, "drain (postgres): also run leasehold-keys, the same drain with jobs over this many flow-control keys and KeyLimit 1; keyclaim: the keys of the backlog (100000)")
+	fs.IntVar(&o.claims, "claims", 0, "keyclaim: keyed claims of up to 100 jobs timed (500)")
 	fs.IntVar(&o.workers, "workers", 2000, "MaxWorkers of river and leasehold in drain, continuous and sqlite (River's bench uses 2000)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "heartbeat: lease TTL (leasehold default 30s)")
 	fs.DurationVar(&o.notifyWindow, "notify-window", 0, "latency: postgres.Options.NotifyWindow of the leasehold engines but leasehold-nowindow (0: the driver's default, 2ms)")

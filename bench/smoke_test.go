@@ -74,6 +74,10 @@ func TestSmoke(t *testing.T) {
 			},
 		},
 		{
+			args:  []string{"keyclaim", "-jobs", "2000", "-keys", "200", "-claims", "5"},
+			lines: map[string][]string{"keyclaim": {"leasehold"}},
+		},
+		{
 			name:  "drain-mysql",
 			args:  []string{"drain", "-backend", "mysql", "-jobs", "300", "-rounds", "1", "-workers", "100"},
 			lines: map[string][]string{"mysql-drain": {"raw", "leasehold"}},

@@ -31,7 +31,10 @@ type JobClaimKeyedParams struct {
 	// Fair orders the claim round-robin across keys: first by each job's
 	// rank within its key (by priority, scheduled time, ID) plus its key's
 	// running jobs in the queue, then in claim order. Jobs without a key
-	// form one group of their own, counted with no running jobs.
+	// form one group of their own, counted with no running jobs. A driver
+	// may rank only the keys one claim visits, provided successive claims
+	// go round every key with claimable jobs (Postgres walks the keys from
+	// a cursor kept with the limit rows; SQLite and MySQL rank every key).
 	Fair bool
 	// SequenceContinueKinds are the kinds whose sequenced jobs may start
 	// after a discarded or cancelled predecessor; for other kinds such a

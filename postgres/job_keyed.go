@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -12,76 +13,188 @@ import (
 )
 
 // jobClaimKeyedSQL is the claim with per-key flow control. It runs in the
-// limited claim's transaction, after the limit rows are locked, so no other
-// keyed claim of the queue (or of a key-limited kind) runs between its
-// counts and its update.
+// limited claim's transaction, after the limit rows are locked (the queue's
+// among them), so no other keyed claim of the queue (or of a key-limited
+// kind) runs between its counts and its update. Its cost grows with the
+// keys it visits and the jobs it reads for them, not with the backlog.
 //
-// cand holds the claimable jobs of queue $1 as the plain claim filters them
-// (kinds $8, not $9, queue not paused), less the sequenced jobs that must
-// wait: one whose sequence has a running job, or an earlier job that is
-// unfinished, stuck, or (unless its kind is in $17) discarded or
-// cancelled. Each gets its rank within its key (NULL keys form one group)
-// in claim order. used holds, for each key in cand, its running jobs with
-// an unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
-// every queue, and its starts in the rate window ($12, $13, window start
-// $14). A keyed job is picked while its rank fits under every limit: queue
-// key limit $10, kind key limit $11, rate $15 (zero: none). $16 orders the
-// picks round-robin across keys: by rank plus the key's running jobs (a key
-// with jobs running ranks behind one with none, so small claims rotate
-// too), then claim order.
+// walk visits the keys of queue $1's claimable jobs (none when the queue
+// is paused) in key order, one probe of leasehold_job_key_claim_idx per key
+// (a skip scan): it starts after the key_cursor of the limit row
+// keyCursorRowSQL names, the last key the previous such claim visited,
+// goes on from the first key after the last one, and stops when it has found $2 keys that have a free slot and a job
+// that passes jobClaimableSQL, when it is back at the cursor, or after
+// $2 + 256 keys. For each key it counts the running jobs with an
+// unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
+// every queue, and the starts in the rate window ($12, $13, window start
+// $14); its slots are what the queue key limit $10, the kind key limit $11
+// and the rate $15 (zero: none) leave, at most $2. The counts spell
+// state = 'running' as a range so that they read the key's entries of
+// leasehold_job_flow_key_idx: the range does not imply the predicate of
+// leasehold_job_running_idx, which a plan made while few jobs ran would
+// pick and then scan the queue's every running job for each key.
 //
-// The picked rows are locked with SKIP LOCKED (a row an operator's action
-// holds is left for the next claim) and leased as the plain claim leases.
+// pool holds, for each visited key with slots, its first jobs in claim
+// order (priority, scheduled time, ID), as many as its slots, each with its
+// rank within the key; and the first jobs without a key, one group counted
+// with no running jobs. With $16 the picks go round-robin across these
+// keys: by rank plus the key's running jobs (a key with jobs running ranks
+// behind one with none), then claim order; so a key needs no more jobs
+// read than the ranks below the $2-th smallest running count of the keys
+// found, plus one. Without $16, claim order.
+//
+// The picked rows are locked by address (a Tid scan, whatever the number
+// of rows: by ID the planner joins a large claim to a scan of the whole
+// table) with SKIP LOCKED: a row an operator's action holds, or that
+// changed since the statement's snapshot (its address then holds an older
+// version), is left for the next claim. They are leased as the plain claim
+// leases; the key_cursor moves to the last key walked.
 const jobClaimKeyedSQL = `
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
-cand AS MATERIALIZED (
-	SELECT j.id, j.flow_key, j.priority, j.scheduled_at,
-		row_number() OVER (PARTITION BY j.flow_key ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
-	FROM leasehold_job j
-	WHERE j.state IN ('available', 'scheduled', 'retryable')
-		AND j.queue = $1
-		AND j.scheduled_at <= now()
-		AND (cardinality($8::text[]) = 0 OR j.kind = ANY($8::text[]))
-		AND j.kind <> ALL($9::text[])
-		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
-		AND (j.sequence_key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM leasehold_job p
-			WHERE p.sequence_key = j.sequence_key AND p.id <> j.id
-				AND (p.state = 'running'
-					OR p.id < j.id AND (p.state IN ('available', 'scheduled', 'retryable', 'stuck')
-						OR p.state IN ('discarded', 'cancelled') AND j.kind <> ALL($17::text[])))))
+WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
+start AS MATERIALIZED (
+	SELECT coalesce((SELECT l.key_cursor FROM leasehold_limit l
+		WHERE (l.scope, l.name) = ` + keyCursorRowSQL + `), '') AS cursor_key
+	WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 ),
-used AS MATERIALIZED (
-	SELECT k.flow_key,
-		CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r, clock
-			WHERE r.flow_key = k.flow_key AND r.state = 'running' AND r.queue = $1
-				AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
-		CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r, clock
-			WHERE r.flow_key = k.flow_key AND r.state = 'running' AND r.kind = ($8::text[])[1]
-				AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
-		CASE WHEN $15::int > 0 THEN coalesce((SELECT w.window_count FROM leasehold_key_window w
-			WHERE w.scope = $12 AND w.name = $13 AND w.flow_key = k.flow_key
-				AND w.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
-	FROM (SELECT DISTINCT flow_key FROM cand WHERE flow_key IS NOT NULL) AS k
+walk (step, flow_key, wrapped, found, queue_running, slots) AS (
+	SELECT 0, s.cursor_key, false, 0, 0::bigint, 0::bigint FROM start s
+	UNION ALL
+	SELECT w.step + 1, n.flow_key, n.wrapped,
+		w.found + CASE WHEN h.has_job THEN 1 ELSE 0 END,
+		u.queue_running, CASE WHEN h.has_job THEN u.slots ELSE 0 END
+	FROM walk w
+	CROSS JOIN LATERAL (
+		(SELECT j.flow_key, w.wrapped AS wrapped FROM leasehold_job j
+		 WHERE j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable')
+			AND j.flow_key > w.flow_key
+		 ORDER BY j.flow_key LIMIT 1)
+		UNION ALL
+		(SELECT j.flow_key, true FROM leasehold_job j
+		 WHERE NOT w.wrapped AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable')
+			AND j.flow_key > ''
+		 ORDER BY j.flow_key LIMIT 1)
+		LIMIT 1
+	) AS n
+	CROSS JOIN LATERAL (
+		SELECT c.queue_running, least($2::bigint,
+			CASE WHEN $10::int > 0 THEN $10::int - c.queue_running ELSE $2 END,
+			CASE WHEN $11::int > 0 THEN $11::int - c.kind_running ELSE $2 END,
+			CASE WHEN $15::int > 0 THEN $15::int - c.window_used ELSE $2 END) AS slots
+		FROM (SELECT
+			CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r, clock
+				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+					AND r.queue = $1 AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
+			CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r, clock
+				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+					AND r.kind = ($8::text[])[1] AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
+			CASE WHEN $15::int > 0 THEN coalesce((SELECT w.window_count FROM leasehold_key_window w
+				WHERE w.scope = $12 AND w.name = $13 AND w.flow_key = n.flow_key
+					AND w.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
+			OFFSET 0) AS c
+	) AS u
+	CROSS JOIN LATERAL (
+		SELECT u.slots > 0 AND EXISTS (SELECT 1 FROM leasehold_job j
+			WHERE j.flow_key = n.flow_key AND ` + jobClaimableSQL + `) AS has_job
+		OFFSET 0
+	) AS h
+	WHERE w.found < $2 AND w.step < $2 + 256 AND n.flow_key IS NOT NULL
+		AND NOT (n.wrapped AND n.flow_key > (SELECT cursor_key FROM start))
+),
+bound AS MATERIALIZED (
+	SELECT coalesce(CASE WHEN $16::boolean THEN (SELECT w.queue_running + 1 FROM walk w WHERE w.slots > 0
+		ORDER BY w.queue_running OFFSET $2 - 1 LIMIT 1) END, 2147483647) AS top_round
+),
+pool AS (
+	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank + w.queue_running AS round
+	FROM walk w, bound b
+	CROSS JOIN LATERAL (
+		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at,
+			row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
+		FROM leasehold_job j
+		WHERE j.flow_key = w.flow_key AND ` + jobClaimableSQL + `
+		ORDER BY j.priority, j.scheduled_at, j.id
+		LIMIT greatest(0, least(w.slots, b.top_round - w.queue_running))
+	) AS p
+	WHERE w.step > 0 AND w.slots > 0
+	UNION ALL
+	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank
+	FROM start, bound b
+	CROSS JOIN LATERAL (
+		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at,
+			row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
+		FROM leasehold_job j
+		WHERE j.flow_key IS NULL AND ` + jobClaimableSQL + `
+		ORDER BY j.priority, j.scheduled_at, j.id
+		LIMIT least($2, b.top_round)
+	) AS p
 ),
 picked AS (
-	SELECT c.id
-	FROM cand c LEFT JOIN used u ON u.flow_key = c.flow_key
-	WHERE c.flow_key IS NULL OR (
-		($10::int = 0 OR c.key_rank <= $10::int - u.queue_running)
-		AND ($11::int = 0 OR c.key_rank <= $11::int - u.kind_running)
-		AND ($15::int = 0 OR c.key_rank <= $15::int - u.window_used))
-	ORDER BY CASE WHEN $16::boolean THEN c.key_rank + coalesce(u.queue_running, 0) ELSE 0 END, c.priority, c.scheduled_at, c.id
+	SELECT job_ctid FROM pool
+	ORDER BY CASE WHEN $16::boolean THEN round ELSE 0 END, priority, scheduled_at, id
 	LIMIT $2
+),
+moved AS (
+	UPDATE leasehold_limit SET key_cursor = last.flow_key
+	FROM (SELECT w.flow_key FROM walk w WHERE w.step > 0 ORDER BY w.step DESC LIMIT 1) AS last
+	WHERE (scope, name) = ` + keyCursorRowSQL + `
 ),
 locked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid FROM leasehold_job
-	WHERE id IN (SELECT id FROM picked)
+	WHERE ctid = ANY(ARRAY(SELECT job_ctid FROM picked))
 	FOR UPDATE SKIP LOCKED
 )
 ` + jobLeaseSetSQL + `FROM locked
 WHERE leasehold_job.ctid = locked.picked_ctid
 RETURNING ` + jobColumns
+
+// keyCursorRowSQL names the limit row that keeps a keyed claim's
+// key_cursor: the kind's for a claim of one kind ($8), which a client runs
+// for a kind with a limit of its own, in the same transaction as the claim
+// of the queue's other kinds; the queue's for that claim and any other. So
+// each statement goes round the keys on its own: with one cursor, the
+// statement that runs first could walk, claim after claim, the keys
+// whose jobs only the second one takes.
+const keyCursorRowSQL = `(CASE WHEN cardinality($8::text[]) = 1 THEN 'kind' ELSE 'queue' END,
+		CASE WHEN cardinality($8::text[]) = 1 THEN ($8::text[])[1] ELSE $1 END)`
+
+// jobClaimableSQL is the filter of a keyed claim's jobs, alias j: the
+// claimable jobs of queue $1 as the plain claim filters them (kinds $8,
+// not $9), less the sequenced jobs that must wait: one whose sequence has
+// a running job, or an earlier job that is unfinished, stuck, or (unless
+// its kind is in $17) discarded or cancelled.
+const jobClaimableSQL = `j.state IN ('available', 'scheduled', 'retryable')
+		AND j.queue = $1
+		AND j.scheduled_at <= now()
+		AND (cardinality($8::text[]) = 0 OR j.kind = ANY($8::text[]))
+		AND j.kind <> ALL($9::text[])
+		AND (j.sequence_key IS NULL OR NOT EXISTS (
+			SELECT 1 FROM leasehold_job p
+			WHERE p.sequence_key = j.sequence_key AND p.id <> j.id
+				AND (p.state = 'running'
+					OR p.id < j.id AND (p.state IN ('available', 'scheduled', 'retryable', 'stuck')
+						OR p.state IN ('discarded', 'cancelled') AND j.kind <> ALL($17::text[])))))`
+
+// jobClaimSequencedSQL is the keyed claim without key limits, rate or
+// fairness (only sequences to honour): the plain claim's ordered scan of
+// queue $1 (not paused) with the sequence filter, at most $2 jobs. Its
+// parameters are jobClaimKeyedSQL's $1 to $9, and $10 for $17; it locks
+// the picked rows by address as jobClaimKeyedSQL does.
+var jobClaimSequencedSQL = strings.ReplaceAll(`
+WITH picked AS (
+	SELECT j.ctid AS job_ctid FROM leasehold_job j
+	WHERE `+jobClaimableSQL+`
+		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
+	ORDER BY j.priority, j.scheduled_at, j.id
+	LIMIT $2
+),
+locked AS MATERIALIZED (
+	SELECT ctid AS picked_ctid FROM leasehold_job
+	WHERE ctid = ANY(ARRAY(SELECT job_ctid FROM picked))
+	FOR UPDATE SKIP LOCKED
+)
+`+jobLeaseSetSQL+`FROM locked
+WHERE leasehold_job.ctid = locked.picked_ctid
+RETURNING `+jobColumns, "$17", "$10")
 
 // keyWindowAddSQL adds starts ($5 keys, $6 counts) to the rate windows of
 // scope ($1, $2) for the window from $3 to $4: a key's row is created, or
@@ -180,10 +293,19 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 		scope, name, rate = r.Scope.Scope, r.Scope.Name, r.Limit
 		start = pgtype.Timestamptz{Time: r.WindowStart, Valid: true}
 	}
-	rows, err := e.db.Query(ctx, jobClaimKeyedSQL, c.Queue, c.Max, c.Owner,
+	args := []any{c.Queue, c.Max, c.Owner,
 		kinds, ttls, c.DefaultLeaseTTL.Milliseconds(), nonNil(c.StuckKinds),
-		nonNil(c.Kinds), nonNil(c.ExcludeKinds), params.KeyLimit, params.KindKeyLimit,
-		scope, name, start, rate, params.Fair, nonNil(params.SequenceContinueKinds))
+		nonNil(c.Kinds), nonNil(c.ExcludeKinds)}
+	query := jobClaimSequencedSQL
+	if params.Fair || params.KeyLimit > 0 || params.KindKeyLimit > 0 || rate > 0 {
+		query = jobClaimKeyedSQL
+		args = append(args, params.KeyLimit, params.KindKeyLimit,
+			scope, name, start, rate, params.Fair, nonNil(params.SequenceContinueKinds))
+	} else {
+		// No key limit, rate or fairness: only sequences to honour.
+		args = append(args, nonNil(params.SequenceContinueKinds))
+	}
+	rows, err := e.db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
 	}

@@ -1,0 +1,278 @@
+package postgres
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
+)
+
+// insertKeyed inserts, in one COPY, perKey jobs for each of keys (key
+// "" inserts jobs without a key), key by key.
+func insertKeyed(t *testing.T, d *Driver, queue string, keys []string, perKey int) {
+	t.Helper()
+	var params []*driver.JobInsertParams
+	for _, k := range keys {
+		for range perKey {
+			p := testJob(queue)
+			p.Key = k
+			params = append(params, p)
+		}
+	}
+	if _, err := d.GetExecutor().JobInsertFast(t.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+}
+
+// claimKeyed runs one keyed claim as a client's limited claim does: in a
+// transaction that first locks the queue's limit row.
+func claimKeyed(t *testing.T, d *Driver, p *driver.JobClaimKeyedParams) []*leasetype.JobRow {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := d.GetExecutor().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{{Scope: driver.LimitScopeQueue, Name: p.Claim.Queue}}}); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	rows, err := tx.JobClaimKeyed(ctx, p)
+	if err != nil {
+		t.Fatalf("claim keyed: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return rows
+}
+
+// TestKeyedClaimRotatesAcrossClaims: fairness without a key limit, each
+// claim's jobs completed before the next claim, so no key has a job
+// running when a claim ranks them. Ranking alone would give every claim
+// the keys of the oldest jobs until they drain; the walk starts after the
+// key the previous claim reached, so consecutive claims take different
+// keys, wrap round to the first, and a job without a key is claimed too.
+func TestKeyedClaimRotatesAcrossClaims(t *testing.T) {
+	t.Parallel()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"a", "b", "c", "d", "e"}, 3)
+	insertKeyed(t, d, "q", []string{""}, 1)
+	claim := func() []string {
+		rows := claimKeyed(t, d, &driver.JobClaimKeyedParams{
+			Claim: &driver.JobClaimParams{Queue: "q", Max: 2, Owner: "w", DefaultLeaseTTL: time.Hour},
+			Fair:  true,
+		})
+		keys := make([]string, 0, len(rows))
+		ids := make([]int64, 0, len(rows))
+		for _, r := range rows {
+			keys = append(keys, r.Key)
+			ids = append(ids, r.ID)
+		}
+		if _, err := d.Pool().Exec(t.Context(), "UPDATE leasehold_job SET state = 'completed', finalized_at = now() WHERE id = ANY($1)", ids); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	var got []string
+	seen := map[string]int{}
+	for range 8 {
+		keys := claim()
+		if len(keys) != 2 {
+			t.Fatalf("claims so far %v, then a claim of %v: want 2 jobs", got, keys)
+		}
+		if keys[0] == keys[1] && keys[0] != "" {
+			t.Fatalf("claims so far %v, then a claim of two jobs of key %q while other keys wait", got, keys[0])
+		}
+		got = append(got, strings.Join(keys, "+"))
+		for _, k := range keys {
+			seen[k]++
+		}
+	}
+	// 16 jobs claimed: every key's first job before any key's third, and
+	// no key more than one job ahead of another.
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if n := seen[k]; n < 3 || n > 3 {
+			t.Errorf("key %s: %d jobs in the first 8 claims (%v), want 3 (round-robin)", k, n, got)
+		}
+	}
+	if seen[""] != 1 {
+		t.Errorf("the job without a key: claimed %d times in %v, want once", seen[""], got)
+	}
+	first := map[string]bool{}
+	for _, c := range got[:3] {
+		for _, k := range strings.Split(c, "+") {
+			first[k] = true
+		}
+	}
+	if len(first) < 5 {
+		t.Errorf("the first 3 claims %v took %d distinct groups, want at least 5: the walk does not move on", got[:3], len(first))
+	}
+}
+
+// TestKeyedClaimPlan guards the keyed claim's plans, custom and generic,
+// with statistics taken before any job runs (a backlog inserted and
+// analyzed, then drained): it walks the key index, it never counts a key's
+// running jobs by scanning the running index, which would read every
+// running job of the queue for each key it visits, and it never scans the
+// job table, not even for a claim of 2,000 rows (locked by ID, they were
+// joined to a scan of the whole table). The claim without key limits
+// (sequences only) never scans the table either.
+func TestKeyedClaimPlan(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	var keys []string
+	for i := range 10 {
+		keys = append(keys, fmt.Sprintf("k%02d", i))
+	}
+	insertKeyed(t, d, "q", keys, 2000)
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "PREPARE keyed AS "+jobClaimKeyedSQL); err != nil {
+		t.Fatalf("prepare keyed claim: %v", err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set plan_cache_mode: %v", err)
+		}
+		for _, tc := range []struct {
+			name string
+			max  int
+			args string
+		}{
+			{"queue key limit", 100, "1, 0, '', '', NULL, 0, true"},
+			{"kind key limit", 100, "0, 2, '', '', NULL, 0, true"},
+			{"key rate", 100, "0, 0, 'queue', 'q', now(), 3, true"},
+			{"large claim", 2000, "1, 0, '', '', NULL, 0, true"},
+		} {
+			kinds := "{}"
+			if tc.name == "kind key limit" {
+				kinds = "{test}"
+			}
+			plan := explain(t, conn, fmt.Sprintf(
+				`EXPLAIN EXECUTE keyed('q', %d, 'owner', '{}', '{}', 60000, '{}', '%s', '{}', %s, '{}')`, tc.max, kinds, tc.args))
+			if !strings.Contains(plan, "leasehold_job_key_claim_idx") {
+				t.Errorf("%s, %s: keyed claim does not walk the key index:\n%s", mode, tc.name, plan)
+			}
+			if strings.Contains(plan, "leasehold_job_running_idx") {
+				t.Errorf("%s, %s: keyed claim scans the running index to count a key's running jobs:\n%s", mode, tc.name, plan)
+			}
+			if hasLine(plan, "Seq Scan on leasehold_job") {
+				t.Errorf("%s, %s: keyed claim scans the job table:\n%s", mode, tc.name, plan)
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, "PREPARE sequenced AS "+jobClaimSequencedSQL); err != nil {
+		t.Fatalf("prepare sequenced claim: %v", err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set plan_cache_mode: %v", err)
+		}
+		plan := explain(t, conn, `EXPLAIN EXECUTE sequenced('q', 2000, 'owner', '{}', '{}', 60000, '{}', '{}', '{}', '{}')`)
+		if hasLine(plan, "Seq Scan on leasehold_job") {
+			t.Errorf("%s: sequenced claim scans the job table:\n%s", mode, plan)
+		}
+	}
+}
+
+// TestKeyedClaimCursorPerStatement: a claim of one kind keeps its walk's
+// cursor on the kind's limit row, the queue's other claims on the queue's,
+// so that neither walk skips the keys the other one went over.
+func TestKeyedClaimCursorPerStatement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"a", "b", "c", "d"}, 2)
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET kind = 'limited' WHERE id % 2 = 0"); err != nil {
+		t.Fatalf("set kinds: %v", err)
+	}
+	tx, err := d.GetExecutor().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.LimitLock(ctx, &driver.LimitLockParams{Keys: []driver.LimitKey{
+		{Scope: driver.LimitScopeQueue, Name: "q"}, {Scope: driver.LimitScopeKind, Name: "limited"},
+	}}); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	claim := &driver.JobClaimParams{Queue: "q", Max: 2, Owner: "w", DefaultLeaseTTL: time.Hour}
+	kindClaim := *claim
+	kindClaim.Kinds = []string{"limited"}
+	if _, err := tx.JobClaimKeyed(ctx, &driver.JobClaimKeyedParams{Claim: &kindClaim, KindKeyLimit: 1, Fair: true}); err != nil {
+		t.Fatalf("claim of the kind: %v", err)
+	}
+	rest := *claim
+	rest.Max, rest.ExcludeKinds = 1, []string{"limited"}
+	if _, err := tx.JobClaimKeyed(ctx, &driver.JobClaimKeyedParams{Claim: &rest, Fair: true}); err != nil {
+		t.Fatalf("claim of the other kinds: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	cursors := map[string]string{}
+	rows, err := d.Pool().Query(ctx, "SELECT scope, coalesce(key_cursor, '') FROM leasehold_limit")
+	if err != nil {
+		t.Fatalf("read cursors: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var scope, cursor string
+		if err := rows.Scan(&scope, &cursor); err != nil {
+			t.Fatalf("scan cursor: %v", err)
+		}
+		cursors[scope] = cursor
+	}
+	// The kind's claim of 2 walked a and b; the other claim of 1 walked a
+	// alone, from its own cursor (from the kind's it would have started at c).
+	if cursors["kind"] != "b" || cursors["queue"] != "a" {
+		t.Fatalf("cursors %v, want kind b (its claim walked a, b) and queue a (its claim walked a)", cursors)
+	}
+}
+
+// TestKeyedClaimPausedQueue: a paused queue yields nothing to the keyed
+// claim, keyed jobs and jobs without a key alike, nor to the claim without
+// key limits (sequences only); resumed, both claim again.
+func TestKeyedClaimPausedQueue(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"a", "b", ""}, 2)
+	exec := d.GetExecutor()
+	keyed := &driver.JobClaimKeyedParams{
+		Claim: &driver.JobClaimParams{Queue: "q", Max: 10, Owner: "w", DefaultLeaseTTL: time.Hour}, KeyLimit: 1, Fair: true,
+	}
+	plain := &driver.JobClaimKeyedParams{Claim: &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Hour}}
+	if err := exec.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true}); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if rows := claimKeyed(t, d, keyed); len(rows) != 0 {
+		t.Fatalf("keyed claim of a paused queue took %d jobs", len(rows))
+	}
+	if rows := claimKeyed(t, d, plain); len(rows) != 0 {
+		t.Fatalf("claim without key limits of a paused queue took %d jobs", len(rows))
+	}
+	if err := exec.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: false}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	// KeyLimit 1: one job of a and of b, and both jobs without a key.
+	if rows := claimKeyed(t, d, keyed); len(rows) != 4 {
+		t.Fatalf("keyed claim of the resumed queue took %d jobs, want 4", len(rows))
+	}
+	if rows := claimKeyed(t, d, plain); len(rows) != 1 {
+		t.Fatalf("claim without key limits of the resumed queue took %d jobs, want 1", len(rows))
+	}
+}
