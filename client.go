@@ -115,7 +115,6 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		leases:     newLeaseSet(),
 		producers:  map[string]*producer{},
 	}
-	core.leaseExec = core.exec
 	if r, ok := any(d).(driver.Reserver); ok && cfg.ReservedConns >= 0 {
 		core.reserver = r
 	}
@@ -143,11 +142,8 @@ func NewClient[TTx any](d driver.Driver[TTx], config *Config) (*Client[TTx], err
 		}
 	}
 	core.events = newEventHub(&core.stats.eventsDropped)
-	maxBatch := cfg.CompleterMaxBatch
-	if _, ok := core.exec.(driver.FinishClaimer); ok {
-		maxBatch = outcomeBatch(cfg)
-	}
-	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, maxBatch, cfg.Logger, &core.stats)
+	core.completer = newCompleter(core.exec, core.owner, &sync.RWMutex{}, cfg.CompleterMaxBatch, cfg.Logger, &core.stats)
+	core.useLeaseExec(core.exec)
 	core.confirmer = newTxConfirmer(core.completer, cfg.Logger, core.leases.count, core.completeTxNotCommitted)
 	c := &Client[TTx]{core: core, driver: d}
 	core.client = c
@@ -246,8 +242,8 @@ func (c *clientCore) openReserved(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leasehold: start: reserve connections for the lease machinery (does the pool have them to spare? Config.ReservedConns < 0 shares the pool instead): %w", err)
 	}
-	c.reserved, c.leaseExec = r, r
-	c.completer.exec = r
+	c.reserved = r
+	c.useLeaseExec(r)
 	return nil
 }
 
@@ -258,8 +254,20 @@ func (c *clientCore) closeReserved() {
 		return
 	}
 	c.reserved.Close()
-	c.reserved, c.leaseExec = nil, c.exec
-	c.completer.exec = c.exec
+	c.reserved = nil
+	c.useLeaseExec(c.exec)
+}
+
+// useLeaseExec points the lease machinery (claims, renewals, outcomes) at
+// e, and sizes the outcome batches for it: where they carry claims
+// (driver.FinishClaimer), outcomeBatch.
+func (c *clientCore) useLeaseExec(e driver.Executor) {
+	c.leaseExec = e
+	c.completer.exec = e
+	c.completer.maxBatch = c.cfg.CompleterMaxBatch
+	if _, ok := e.(driver.FinishClaimer); ok {
+		c.completer.maxBatch = outcomeBatch(c.cfg)
+	}
 }
 
 func (c *clientCore) goService(ctx context.Context, run func(context.Context)) {
