@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // jobFilterSQL returns the WHERE clause of a job filter and its arguments.
@@ -88,6 +89,22 @@ func (e *executor) JobBulk(ctx context.Context, params *driver.JobBulkParams) (*
 			res.IDs = ids
 			return nil
 		}
+		// The dependency rules run here, not in triggers (job_depend.go):
+		// the states the jobs with dependents had, read under their locks,
+		// tell what each change means to their children.
+		before, err := idStates(ctx, q, fmt.Sprintf(jobWithDependentsSQLFormat, placeholders(len(ids))), ids)
+		if err != nil {
+			return translateError(err)
+		}
+		propagate := func(changed []int64) error {
+			if len(before) == 0 || len(changed) == 0 {
+				return nil
+			}
+			if err := propagateDependencies(ctx, q, changed, func(id int64) leasetype.JobState { return before[id] }); err != nil {
+				return fmt.Errorf("propagate to dependents: %w", err)
+			}
+			return nil
+		}
 		set := func(ids []int64) error {
 			stmt := strings.Replace(jobSetStateSQL, "WHERE id = ?", "WHERE id IN ("+placeholders(len(ids))+")", 1)
 			st := string(params.State)
@@ -98,7 +115,7 @@ func (e *executor) JobBulk(ctx context.Context, params *driver.JobBulkParams) (*
 		err = e.d.withSavepoint(ctx, q, func(querier) error { return set(ids) })
 		if err == nil {
 			res.IDs = ids
-			return nil
+			return propagate(ids)
 		}
 		if !errors.Is(err, driver.ErrUniqueConflict) {
 			return err
@@ -114,7 +131,7 @@ func (e *executor) JobBulk(ctx context.Context, params *driver.JobBulkParams) (*
 				res.IDs = append(res.IDs, id)
 			}
 		}
-		return nil
+		return propagate(res.IDs)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bulk %s: %w", driver.JobBulkVerb(params), err)

@@ -12,9 +12,9 @@ import (
 // MySQL and MariaDB refuse a trigger that writes the table whose change
 // fired it, so the dependency rules the other backends keep in triggers
 // (migration 8) run here, in the transaction of the state change: the
-// completion (JobFinish), an operator's change (JobSetState) and an expiry
-// (JobExpire). Bulk actions do not propagate on this backend: a parent
-// discarded in bulk leaves its dependents pending, as DependencyWait would.
+// completion (JobFinish), an operator's change (JobSetState), a bulk
+// action (JobBulk; a bulk delete leaves the children as they are, as the
+// triggers do) and an expiry (JobExpire).
 
 // jobLockParentsSQLFormat locks the parents of a new job and reads their
 // states: a parent completing concurrently either committed first (its

@@ -243,4 +243,30 @@ func testClientDependencyFailure[TTx any](t *testing.T, b Backend[TTx]) {
 	if runs[0] != 2 || runs[1] != 1 || runs[2] != 1 || runs[3] != 1 {
 		t.Errorf("runs = %v, want node 0 twice (failed, retried) and the others once", runs)
 	}
+
+	// Bulk actions apply the same rules: a parent discarded in bulk cancels
+	// its dependent, and retried in bulk lets it continue.
+	bulk, err := c.InsertMany(context.Background(), []leasehold.InsertManyParams{
+		{Args: nodeArgs{Node: 5}, InsertOpts: &leasehold.InsertOpts{Queue: "bulkdeps", MaxAttempts: 1}},
+		{Args: nodeArgs{Node: 6, Parents: []int{5}}, InsertOpts: &leasehold.InsertOpts{DependsOnIndex: []int{0}}},
+	})
+	if err != nil {
+		t.Fatalf("InsertMany: %v", err)
+	}
+	parent, child := bulk[0].Job.ID, bulk[1].Job.ID
+	bulkDo := func(action leasehold.BulkAction, states ...leasetype.JobState) {
+		t.Helper()
+		res, err := c.JobBulk(context.Background(), &leasehold.BulkParams{Action: action, Queue: "bulkdeps", States: states})
+		if err != nil || res.Changed != 1 {
+			t.Fatalf("bulk %s of queue bulkdeps = %+v, %v; want its one job changed", action, res, err)
+		}
+	}
+	bulkDo(leasehold.BulkDiscard, leasetype.JobStateAvailable)
+	if row := env.waitState(child, leasetype.JobStateCancelled, 5*time.Second); !strings.Contains(row.LastError, fmt.Sprint(parent)) {
+		t.Errorf("dependent of a parent discarded in bulk: last error %q does not name the parent %d", row.LastError, parent)
+	}
+	bulkDo(leasehold.BulkRetry, leasetype.JobStateDiscarded)
+	if row := env.job(child); row.State != leasetype.JobStatePending {
+		t.Errorf("dependent of a parent retried in bulk is %s, want pending again", row.State)
+	}
 }
