@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,8 +122,32 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b *backend)) {
 
 func newSQLiteBackend(t *testing.T) *backend {
 	t.Helper()
-	url := "sqlite:" + filepath.Join(t.TempDir(), "jobs.db")
+	url := "sqlite:" + filepath.Join(sqliteDir(t), "jobs.db")
 	return openBackend(t, "sqlite", url)
+}
+
+// sqliteDir is a temporary directory for a test's SQLite files, removed
+// when the test ends. Unlike t.TempDir, its removal tries again for a
+// moment: a command's driver may still be opening a connection of its
+// closed pool (a statement prepared in the background) and create the
+// WAL files while the directory is being removed.
+func sqliteDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "leasehold-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for range 20 {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Errorf("remove %s: %v", dir, err)
+	})
+	return dir
 }
 
 func openBackend(t *testing.T, name, url string) *backend {
