@@ -32,7 +32,7 @@ func testDSN() string {
 // newTestDB creates a fresh, empty database, dropped when the test ends, and
 // returns it opened with Open. It fails the test, never skips it, when the
 // server cannot be reached.
-func newTestDB(t *testing.T) (*Driver, *sql.DB) {
+func newTestDB(t testing.TB) (*Driver, *sql.DB) {
 	t.Helper()
 	dsn := testDSN()
 	cfg, err := mysqldriver.ParseDSN(dsn)
@@ -79,7 +79,7 @@ func newTestDB(t *testing.T) (*Driver, *sql.DB) {
 }
 
 // newTestDriver returns a driver on a fresh, migrated database.
-func newTestDriver(t *testing.T) *Driver {
+func newTestDriver(t testing.TB) *Driver {
 	t.Helper()
 	d, _ := newTestDB(t)
 	if _, err := migrate.New(d).Up(t.Context()); err != nil {

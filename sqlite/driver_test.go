@@ -14,7 +14,7 @@ import (
 )
 
 // newTestDriver opens a fresh, migrated database file in t.TempDir.
-func newTestDriver(t *testing.T) *Driver {
+func newTestDriver(t testing.TB) *Driver {
 	t.Helper()
 	d, db, err := Open(filepath.Join(t.TempDir(), "leasehold.db"))
 	if err != nil {
