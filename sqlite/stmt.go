@@ -38,7 +38,9 @@ func (c *stmtCache) cached(query string) *sql.Stmt {
 	if c.preparing == nil {
 		c.preparing = map[string]bool{}
 	}
-	if !c.preparing[query] {
+	// Only on an idle connection: opening one just to prepare would also
+	// open the database files, even as the application closes the pool.
+	if !c.preparing[query] && c.db.Stats().Idle > 0 {
 		c.preparing[query] = true
 		go func() {
 			_, _ = c.get(context.Background(), query) // fails once the DB is closed
