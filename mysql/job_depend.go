@@ -237,7 +237,7 @@ func propagateDependencies(ctx context.Context, q querier, ids []int64, old func
 			if _, err := q.ExecContext(ctx, depSatisfySQL, c.id); err != nil {
 				return err
 			}
-			if _, err := q.ExecContext(ctx, fmt.Sprintf(jobReleaseSQLFormat, placeholders(len(children))), idArgs(children)...); err != nil {
+			if err := releaseChildren(ctx, q, children); err != nil {
 				return err
 			}
 		case failedState(c.new) && !failedState(c.old):
@@ -251,7 +251,7 @@ func propagateDependencies(ctx context.Context, q querier, ids []int64, old func
 				if _, err := q.ExecContext(ctx, fmt.Sprintf(depSatisfySomeSQLFormat, placeholders(len(anyChildren))), args...); err != nil {
 					return err
 				}
-				if _, err := q.ExecContext(ctx, fmt.Sprintf(jobReleaseSQLFormat, placeholders(len(anyChildren))), idArgs(anyChildren)...); err != nil {
+				if err := releaseChildren(ctx, q, anyChildren); err != nil {
 					return err
 				}
 			}
@@ -298,6 +298,39 @@ func propagateDependencies(ctx context.Context, q querier, ids []int64, old func
 	}
 	return nil
 }
+
+// releaseChildren counts one more finished dependency for each of the
+// pending children, makes those that reach none available (or scheduled),
+// and bumps the wake-up rows of the queues that got available jobs, naming
+// no sender: every client of such a queue, in any process, claims them at
+// once rather than at its next poll.
+func releaseChildren(ctx context.Context, q querier, children []int64) error {
+	if _, err := q.ExecContext(ctx, fmt.Sprintf(jobReleaseSQLFormat, placeholders(len(children))), idArgs(children)...); err != nil {
+		return err
+	}
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(jobAvailableQueuesSQLFormat, placeholders(len(children))), idArgs(children)...)
+	if err != nil {
+		return err
+	}
+	var queues []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			rows.Close()
+			return err
+		}
+		queues = append(queues, queue)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return wakeQueues(ctx, q, nil, queues)
+}
+
+// jobAvailableQueuesSQLFormat reads the queues of the available jobs among
+// those given.
+const jobAvailableQueuesSQLFormat = `SELECT DISTINCT queue FROM leasehold_job WHERE id IN (%s) AND state = 'available'`
 
 // running is the old state of jobs whose lease just ended.
 func running(int64) leasetype.JobState { return leasetype.JobStateRunning }

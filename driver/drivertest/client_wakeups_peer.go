@@ -64,6 +64,18 @@ func testClientWakeupsAcrossPools[TTx any](t *testing.T, b Backend[TTx]) {
 	waitFor(t, within, func() bool { return env.countCompleted() == before+1 }, func() string {
 		return fmt.Sprintf("fast insert through another pool did not run within %s with a 10 s poll interval", within)
 	})
+
+	// A dependent made available by its parent's completion wakes the
+	// queue's clients as an insert does.
+	deps, err := other.InsertMany(ctx, []leasehold.InsertManyParams{
+		{Args: blockArgs{Name: "parent"}},
+		{Args: blockArgs{Name: "dependent"}, InsertOpts: &leasehold.InsertOpts{DependsOnIndex: []int{0}}},
+	})
+	if err != nil {
+		t.Fatalf("InsertMany with a dependency: %v", err)
+	}
+	waitStarted("parent", deps[0].Job.ID)
+	waitStarted("dependent released by its parent's completion", deps[1].Job.ID)
 }
 
 // countCompleted counts the completed jobs.

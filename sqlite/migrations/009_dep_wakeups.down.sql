@@ -1,0 +1,1 @@
+DROP TRIGGER IF EXISTS leasehold_job_dep_wakeup;
