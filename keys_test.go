@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 func keyFromArgsCases() []struct {
@@ -73,3 +76,25 @@ func TestAddWorkerRefusesBadKeyOptions(t *testing.T) {
 type keyTestArgs struct{}
 
 func (keyTestArgs) Kind() string { return "key_test" }
+
+// TestInWindow: a claim stands only when every lease it dated starts
+// within the rate window its count was taken for.
+func TestInWindow(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *leasetype.JobRow { ts := start.Add(d); return &leasetype.JobRow{LeasedAt: &ts} }
+	for _, tc := range []struct {
+		name string
+		rows []*leasetype.JobRow
+		want bool
+	}{
+		{"none", nil, true},
+		{"inside", []*leasetype.JobRow{at(0), at(399 * time.Millisecond)}, true},
+		{"after the end", []*leasetype.JobRow{at(10 * time.Millisecond), at(400 * time.Millisecond)}, false},
+		{"before the start", []*leasetype.JobRow{at(-time.Millisecond)}, false},
+	} {
+		if got := inWindow(tc.rows, start, 400*time.Millisecond); got != tc.want {
+			t.Errorf("%s: inWindow = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -129,7 +130,39 @@ type claimResult struct {
 // count the running jobs with unexpired leases, claim what fits, record the
 // rate window, commit. The next claimer's count runs after this commit, so
 // it sees these jobs running: the limit holds under any concurrency.
-func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimits, limit int) (res claimResult, err error) {
+func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimits, limit int) (claimResult, error) {
+	for try := 1; ; try++ {
+		res, err := c.claimLimitedOnce(ctx, queue, f, limit)
+		if !errors.Is(err, errWindowPassed) || try == 3 {
+			return res, err
+		}
+	}
+}
+
+// errWindowPassed reports a limited claim rolled back because a rate window
+// ended while it ran (see inWindow); it is made again at once.
+var errWindowPassed = errors.New("leasehold: a rate window ended during the claim")
+
+// inWindow reports whether every claimed row's lease started within
+// [start, start+period): the window its count was read and is recorded for.
+// The database clock that dates a lease (a statement's, or on Postgres the
+// transaction's start) is not the one the window was chosen by (read when
+// the limit rows were locked); a claim delayed across the window's end, or
+// a transaction that waited for the lock since the previous window, would
+// otherwise spend one window's budget on starts dated in another, and the
+// limit would not hold on the clock the attempts record.
+func inWindow(rows []*leasetype.JobRow, start time.Time, period time.Duration) bool {
+	end := start.Add(period)
+	for _, r := range rows {
+		if r.LeasedAt != nil && (r.LeasedAt.Before(start) || !r.LeasedAt.Before(end)) {
+			return false
+		}
+	}
+	return true
+}
+
+// claimLimitedOnce is one try of claimLimited.
+func (c *clientCore) claimLimitedOnce(ctx context.Context, queue string, f *flowLimits, limit int) (res claimResult, err error) {
 	// A queue at its limit is the common case while a backlog drains: look
 	// first without taking the lock (a plain read), so that full claimers
 	// do not queue on the limit row. The locked count below decides; this
@@ -253,6 +286,9 @@ func (c *clientCore) claimLimited(ctx context.Context, queue string, f *flowLimi
 		}
 	}
 
+	if f.rate != nil && !inWindow(res.rows, window, f.rate.Period) || kc.window != nil && !inWindow(res.rows, kc.window.WindowStart, f.keyRate.Period) {
+		return res, errWindowPassed
+	}
 	if f.rate != nil && len(res.rows) > 0 {
 		err = tx.LimitSetWindow(ctx, &driver.LimitSetWindowParams{Key: keys[0], WindowStart: window, WindowCount: windowCount + int64(len(res.rows))})
 		if err != nil {
