@@ -107,6 +107,14 @@ type Payment struct {
 	SettledBy string
 	// MerchantID is the merchant paid out the payment's money.
 	MerchantID string
+	// CustomerID is the payment's customer (its own ID when created
+	// without one): the sequence of its charge and refund jobs.
+	CustomerID string
+	// PSPRefundID is the PSP's refunded charge once the payment is
+	// refunded (RefundWorker), empty before; RefundToken the fencing token
+	// of the refund job's lease that recorded it.
+	PSPRefundID string
+	RefundToken int64
 	// SettledToken is the fencing token of the charge lease that settled it
 	// (for the reconciler, the stuck job's last token).
 	SettledToken int64
@@ -139,9 +147,14 @@ func ChargeIdempotencyKey(paymentID string) string { return "charge-" + paymentI
 type ChargeArgs struct {
 	// PaymentID is the payment to charge.
 	PaymentID string `json:"payment_id"`
-	// CustomerID is the payment's customer, the job's flow-control key
-	// (ChargeWorker.Opts: KeyBy customer_id, KeyLimit 1).
+	// CustomerID is the payment's customer, the job's sequence
+	// (ChargeWorker.Opts: SequenceBy customer_id): a customer's charges and
+	// refunds run one at a time, in insert order.
 	CustomerID string `json:"customer_id"`
+	// MerchantID is the payment's merchant, the job's flow-control key
+	// (InsertOpts.Key at creation), which the charge queue's KeyRateLimit
+	// bounds (ChargeQueueConfig).
+	MerchantID string `json:"merchant_id,omitempty"`
 }
 
 // Kind implements leasehold.JobArgs.
