@@ -16,11 +16,15 @@
 //     Transient PSP errors retry with backoff and jitter; a decline is a
 //     final answer, recorded at once.
 //
-//   - One charge per customer runs at a time across the whole fleet: the
-//     charge job's key is the customer (InsertOpts.Key at creation, and
-//     KeyBy customer_id with KeyLimit 1 in ChargeWorker.Opts), enforced in
-//     the claim on the database clock, so two charges of one card never race
-//     at the PSP.
+//   - A customer's charges and refunds run one at a time, in insert order,
+//     across the whole fleet: they share the customer as their sequence
+//     (InsertOpts.Sequence at insert, SequenceBy customer_id in the
+//     workers' Opts), enforced in the claim on the database clock, so two
+//     charges of one card never race at the PSP and a refund (RefundWorker,
+//     Store.RequestRefund) starts only after its payment's charge finished.
+//     Their flow key is the merchant: the charge queue's KeyRateLimit
+//     (ChargeQueueConfig, MerchantKeyRateLimit) keeps each merchant within
+//     the PSP's rate limit.
 //
 //   - A charge whose lease expires is not re-run blindly: its expiry policy is
 //     stuck. The Reconciler, itself a periodic leased job, asks the PSP for

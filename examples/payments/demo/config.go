@@ -2,8 +2,11 @@
 // proves it lost and doubled nothing: it creates payments, works them with
 // several worker clients in one process while workers crash mid-charge,
 // workers pause past their lease and wake up, and the PSP fails, answers
-// slowly and loses responses; then it checks every payment against the PSP's
-// own ledger. `leasehold demo` is its command line.
+// slowly and loses responses; it refunds a share of the payments right after
+// their creation (each refund waits for its charge: the customer's
+// sequence) under the PSP's per-merchant rate limit (which the charge
+// queue's KeyRateLimit respects); then it checks every payment and refund
+// against the PSP's own ledger. `leasehold demo` is its command line.
 package demo
 
 import (

@@ -80,9 +80,10 @@ func TestRunFailsOn429s(t *testing.T) {
 	t.Parallel()
 	d, db := testdb.SQLite(t)
 	cfg := demo.Config{
-		Payments: 60, Merchants: 1, Workers: 2, Concurrency: 8, Seed: 3, Timeout: 60 * time.Second, Refunds: -1,
+		// 10 authorizations at once, more than twice the limit of a window.
+		Payments: 20, Merchants: 1, Workers: 1, Concurrency: 10, Seed: 3, Timeout: 60 * time.Second, Refunds: -1,
 		Crashes: -1, Pauses: -1, PSPErrorRate: -1, LostResponseRate: -1, SlowRate: -1, DeclineRate: -1,
-		MerchantRateLimit: 4, MerchantRatePeriod: 250 * time.Millisecond, PSPTimeout: 100 * time.Millisecond, NoQueueRateLimit: true,
+		MerchantRateLimit: 3, MerchantRatePeriod: 200 * time.Millisecond, NoQueueRateLimit: true,
 	}
 	sum, err := demo.Run[*sql.Tx](context.Background(), d, payments.NewSQLiteStore(db), cfg)
 	if !errors.Is(err, demo.ErrFailed) || sum == nil || sum.RateLimited == 0 || sum.OK() {
