@@ -361,7 +361,7 @@ func cents(c int64) string { return fmt.Sprintf("EUR %d.%02d", c/100, c%100) }
 func balanced(s *Summary) string {
 	switch {
 	case s.PayoutsBalanced && s.ReportAfterPayouts:
-		return "ok  (after every payout; totals equal the ledger and the succeeded payments)"
+		return "ok  (after every payout; totals equal the ledger: the succeeded payments less the refunds)"
 	case !s.ReportAfterPayouts:
 		return "FAIL  (missing, or ran before a payout finished)"
 	default:
