@@ -98,26 +98,25 @@ func TestMerchantRateLimit(t *testing.T) {
 		t.Fatal("a PSP limit of 5 per second allows no start per window under a 1 s deadline: want an error")
 	}
 	t.Run("Limited", func(t *testing.T) {
-		both(t, rateTestPSP, testMerchantRateLimit[*sql.Tx](limit, 0), testMerchantRateLimit[pgx.Tx](limit, 0))
+		both(t, rateTestPSP, testMerchantRateLimit[*sql.Tx](limit, 16, 0), testMerchantRateLimit[pgx.Tx](limit, 16, 0))
 	})
-	// The check can fail: without the queue's limit the same charges, all
-	// at once, exceed the PSP's.
+	// The check can fail: without the queue's limit such charges, all at
+	// once (more of them, for margin), exceed the PSP's.
 	t.Run("Unlimited", func(t *testing.T) {
-		both(t, rateTestPSP, testMerchantRateLimit[*sql.Tx](nil, 1), testMerchantRateLimit[pgx.Tx](nil, 1))
+		both(t, rateTestPSP, testMerchantRateLimit[*sql.Tx](nil, 40, 1), testMerchantRateLimit[pgx.Tx](nil, 40, 1))
 	})
 }
 
-// testMerchantRateLimit charges 16 payments of one merchant (32 PSP
-// requests; unlimited, the workers make them within a second or two, more
-// than 6 in some 200 ms window) with the charge queue's KeyRateLimit
-// limit, and checks the PSP's 429s: none with the limit, at least
-// minLimited without.
-func testMerchantRateLimit[TTx any](limit *leasehold.RateLimit, minLimited int64) func(*testing.T, *env[TTx]) {
+// testMerchantRateLimit charges n payments of one merchant (2n PSP
+// requests; unlimited, the workers make them in bursts, more than 6 in some
+// 200 ms window) with the charge queue's KeyRateLimit limit, and checks the
+// PSP's 429s: none with the limit and every payment charged, or (the
+// negative control, limit nil) at least minLimited.
+func testMerchantRateLimit[TTx any](limit *leasehold.RateLimit, n int, minLimited int64) func(*testing.T, *env[TTx]) {
 	return func(t *testing.T, e *env[TTx]) {
 		ctx := context.Background()
 		e.merchantLimit = limit
 		inserter := e.client(nil, nil, 0)
-		const n = 16
 		for i := range n {
 			if _, err := e.store.Create(ctx, inserter, payments.NewPayment{ID: fmt.Sprintf("pay_l%02d", i), AmountCents: 1000, Currency: "EUR",
 				CustomerID: fmt.Sprintf("cust-%d", i), MerchantID: "m_l"}); err != nil {
@@ -130,17 +129,23 @@ func testMerchantRateLimit[TTx any](limit *leasehold.RateLimit, minLimited int64
 			t.Fatal(err)
 		}
 		e.client(nil, ws, 10*time.Second)
+		if minLimited > 0 {
+			// Unlimited, the charges retry their 429s in a stampede that may
+			// take long to drain: seeing the 429s is enough.
+			waitFor(t, 30*time.Second, "PSP 429s", func() bool { return e.psp.Stats().RateLimited >= minLimited },
+				func() string { return fmt.Sprintf("PSP %+v", e.psp.Stats()) })
+			t.Logf("PSP 429s: %d (queue limit none)", e.psp.Stats().RateLimited)
+			return
+		}
 		waitFor(t, 60*time.Second, "every payment charged", func() bool {
 			counts, err := e.store.CountPrefix(ctx, "pay_l")
-			return err == nil && counts.Succeeded == n
+			return err == nil && counts.Succeeded == int64(n)
 		}, func() string { return fmt.Sprintf("charge stats %+v, PSP %+v", w.Stats(), e.psp.Stats()) })
 		st := e.psp.Stats()
-		t.Logf("PSP 429s: %d (queue limit %+v)", st.RateLimited, limit)
-		if minLimited == 0 && st.RateLimited != 0 || st.RateLimited < minLimited {
-			t.Fatalf("PSP answered %d requests with 429 (queue limit %+v), want at least %d and, with the limit, none; PSP %+v",
-				st.RateLimited, limit, minLimited, st)
+		if st.RateLimited != 0 {
+			t.Fatalf("PSP answered %d requests with 429 under the queue limit %+v, want none; PSP %+v", st.RateLimited, limit, st)
 		}
-		if st.Charges != n || st.DoubleCharges != 0 {
+		if st.Charges != int64(n) || st.DoubleCharges != 0 {
 			t.Fatalf("PSP %+v: want %d charges, none twice", st, n)
 		}
 	}
