@@ -47,11 +47,19 @@ inspect. It refuses a database that holds other jobs or a payments table of
 another shape.
 
 The charges run as stages (authorize, capture, then the ledger write with
-the job's completion); after them the demo pays the merchants out with one
-job graph (a payout job per merchant, a settlement report after all).
+the job's completion); a share of the payments (--refunds) gets a refund
+job right after its creation. A customer's charges and refunds share a
+sequence: they run one at a time, in insert order, so a refund starts only
+after its payment's charge finished. The PSP limits each merchant's
+requests (--merchant-rate-limit per --merchant-rate-period, fixed windows)
+and the charge queue's per-merchant KeyRateLimit, derived from it, keeps
+every merchant under it. After them the demo pays the merchants out with
+one job graph (a payout job per merchant, a settlement report after all).
 
 It exits non-zero if any payment is lost, charged twice, or still pending
-when --timeout ends, if the PSP authorized or captured a payment twice, or
+when --timeout ends, if the PSP authorized or captured a payment twice, if
+a refund is missing, made twice or started before its charge finished, if
+the PSP answered a request with 429 (over the merchant's rate limit), or
 if the settlement report does not equal the ledger.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,6 +79,9 @@ if the settlement report does not equal the ledger.`,
 	f.Float64Var(&o.cfg.LostResponseRate, "lost-response-rate", 0.03, "share of charges made whose response is lost (0: none)")
 	f.Float64Var(&o.cfg.SlowRate, "slow-rate", 0.01, "share of charges answered after the worker's timeout (0: none)")
 	f.Float64Var(&o.cfg.DeclineRate, "decline-rate", 0.05, "share of payments the PSP declines (0: none)")
+	f.Float64Var(&o.cfg.Refunds, "refunds", 0.2, "share of payments refunded right after their creation (0: none)")
+	f.IntVar(&o.cfg.MerchantRateLimit, "merchant-rate-limit", 450, "PSP requests allowed per merchant per --merchant-rate-period (0: no limit)")
+	f.DurationVar(&o.cfg.MerchantRatePeriod, "merchant-rate-period", time.Second, "window of --merchant-rate-limit (fixed, aligned to the Unix epoch)")
 	f.BoolVar(&o.noFaults, "no-faults", false, "turn every injected fault off (declines stay: they are not faults)")
 	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object (progress goes to stderr)")
 	return cmd
@@ -96,6 +107,10 @@ func runDemo(cmd *cobra.Command, g *globalOptions, o *demoOptions) error {
 	if cfg.Pauses == 0 {
 		cfg.Pauses = -1
 	}
+	if cfg.MerchantRateLimit == 0 {
+		cfg.MerchantRateLimit = -1
+	}
+	none(&cfg.Refunds)
 	none(&cfg.PSPErrorRate)
 	none(&cfg.LostResponseRate)
 	none(&cfg.SlowRate)

@@ -73,6 +73,13 @@ type ChargeWorker[TTx any] struct {
 	MaxAttempts int
 	// LeaseTTL is the lease of a charge; zero means the client's default.
 	LeaseTTL time.Duration
+	// CallDeadline, when positive, bounds how long after its start (its
+	// lease's grant, JobRow.LeasedAt) an attempt may still call the PSP: a
+	// call is never sent later, and its request is cut off at the deadline.
+	// An attempt past it ends with a retryable error, and its retry is a new
+	// start the charge queue's KeyRateLimit counts. MerchantKeyRateLimit
+	// relies on it: configure both with the same value.
+	CallDeadline time.Duration
 	// Hooks inject faults; nil for none.
 	Hooks *Hooks
 
@@ -81,7 +88,7 @@ type ChargeWorker[TTx any] struct {
 
 type chargeCounters struct {
 	charged, declined, transient, rejected, fenced, alreadySettled atomic.Int64
-	resumed, skipped, authorizeCalls, captureCalls                 atomic.Int64
+	resumed, skipped, authorizeCalls, captureCalls, late           atomic.Int64
 }
 
 // ChargeStats are a ChargeWorker's counters.
@@ -105,6 +112,9 @@ type ChargeStats struct {
 	AuthorizeCalls, CaptureCalls int64
 	// AlreadySettled counts jobs whose payment was settled elsewhere first.
 	AlreadySettled int64
+	// LateAttempts counts attempts that reached a PSP call after their
+	// CallDeadline and retried instead of calling.
+	LateAttempts int64
 }
 
 // Stats returns the worker's counters.
@@ -114,14 +124,31 @@ func (w *ChargeWorker[TTx]) Stats() ChargeStats {
 		Charged: s.charged.Load(), Declined: s.declined.Load(), TransientErrors: s.transient.Load(),
 		Rejected: s.rejected.Load(), Fenced: s.fenced.Load(), AlreadySettled: s.alreadySettled.Load(),
 		ResumedAttempts: s.resumed.Load(), StagesSkipped: s.skipped.Load(),
-		AuthorizeCalls: s.authorizeCalls.Load(), CaptureCalls: s.captureCalls.Load(),
+		AuthorizeCalls: s.authorizeCalls.Load(), CaptureCalls: s.captureCalls.Load(), LateAttempts: s.late.Load(),
 	}
 }
 
 // Opts returns the worker options a charge needs: expiry policy stuck (a
 // charge whose worker vanished may have reached the PSP and is never re-run
-// blindly), one charge per customer at a time (KeyBy customer_id, KeyLimit
-// 1), and the worker's retry policy, attempts and lease.
+// blindly), the customer's sequence (SequenceBy customer_id, policy
+// continue: see below), and the worker's retry policy, attempts and lease.
+//
+// A customer's charges and refunds share the sequence, so they run one at
+// a time in insert order across the fleet: one charge per customer at a
+// time, and a refund only after its payment's charge (inserted before it)
+// finished. A stuck charge — its outcome at the PSP unknown — holds every
+// later job of the customer until the Reconciler settles it (the library
+// blocks a sequence behind a stuck job under either policy). A charge
+// discarded (refused by the PSP as invalid, or out of attempts) lets the
+// customer's later jobs go on (SequenceContinue): it no longer calls the
+// PSP, its payment is the Reconciler's, and its outcome does not concern
+// the customer's other payments; a refund behind it waits for that
+// outcome itself (RefundWorker). SequenceBlock would hold the customer's
+// payments until an operator retried or deleted the discarded job, though
+// the Reconciler settles its payment without one.
+//
+// The job's flow key is the merchant (InsertOpts.Key at creation), whose
+// PSP requests the charge queue's KeyRateLimit bounds: ChargeQueueConfig.
 func (w *ChargeWorker[TTx]) Opts() *leasehold.WorkerOpts {
 	retry := w.Retry
 	if retry == nil {
@@ -132,8 +159,8 @@ func (w *ChargeWorker[TTx]) Opts() *leasehold.WorkerOpts {
 		attempts = 10
 	}
 	return &leasehold.WorkerOpts{ExpiryPolicy: leasetype.ExpiryStuck, Retry: retry, MaxAttempts: attempts, LeaseTTL: w.LeaseTTL,
-		// One charge per customer at a time, in every queue and client.
-		KeyBy: []string{"customer_id"}, KeyLimit: 1}
+		// A customer's jobs one at a time, in insert order, fleet-wide.
+		SequenceBy: []string{"customer_id"}, SequencePolicy: leasehold.SequenceContinue}
 }
 
 // Work charges one payment in stages: authorize at the PSP, capture, then
@@ -176,8 +203,14 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 	}
 	var answer *psp.Charge // the PSP's last answer in this attempt
 	err = stages.Do(ctx, StageAuthorize, func(ctx context.Context, st *ChargeState) error {
+		callCtx, cancel, err := w.callContext(ctx, job)
+		if err != nil {
+			return err
+		}
+		defer cancel()
 		w.stats.authorizeCalls.Add(1)
-		auth, err := w.PSP.Authorize(ctx, p.IdempotencyKey, psp.ChargeRequest{Amount: p.AmountCents, Currency: p.Currency, Reference: p.ID, Customer: job.Args.CustomerID})
+		auth, err := w.PSP.Authorize(callCtx, p.IdempotencyKey, psp.ChargeRequest{Amount: p.AmountCents, Currency: p.Currency, Reference: p.ID,
+			Customer: job.Args.CustomerID, Merchant: p.MerchantID})
 		if err != nil {
 			return w.pspError(p, job, "authorize", err)
 		}
@@ -210,8 +243,13 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 			return context.Cause(ctx)
 		}
 		err = stages.Do(ctx, StageCapture, func(ctx context.Context, st *ChargeState) error {
+			callCtx, cancel, err := w.callContext(ctx, job)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			w.stats.captureCalls.Add(1)
-			ch, err := w.PSP.Capture(ctx, CaptureIdempotencyKey(p.ID), st.ChargeID)
+			ch, err := w.PSP.Capture(callCtx, CaptureIdempotencyKey(p.ID), st.ChargeID)
 			if err != nil {
 				return w.pspError(p, job, "capture", err)
 			}
@@ -234,6 +272,16 @@ func (w *ChargeWorker[TTx]) Work(ctx context.Context, job *leasehold.Job[ChargeA
 		w.Hooks.AfterCharge(ctx, job, answer)
 	}
 	return w.record(ctx, job, answer)
+}
+
+// callContext returns the context of one PSP call, cut off at the
+// attempt's CallDeadline, or a retryable error when it has passed.
+func (w *ChargeWorker[TTx]) callContext(ctx context.Context, job *leasehold.Job[ChargeArgs]) (context.Context, context.CancelFunc, error) {
+	ctx, cancel, err := callContext(ctx, job.JobRow, w.CallDeadline)
+	if err != nil {
+		w.stats.late.Add(1)
+	}
+	return ctx, cancel, err
 }
 
 // pspError classifies a failed PSP call of a stage.

@@ -26,6 +26,8 @@ type env[TTx any] struct {
 	store *payments.Store[TTx]
 	psp   *psp.Server
 	pspC  *psp.Client
+	// merchantLimit is the charge queue's KeyRateLimit; nil for none.
+	merchantLimit *leasehold.RateLimit
 }
 
 // both runs a test on SQLite and on Postgres, each with a fresh database
@@ -73,7 +75,7 @@ func (e *env[TTx]) client(d driver.Driver[TTx], ws *leasehold.Workers, ttl time.
 	}
 	c, err := leasehold.NewClient(d, &leasehold.Config{
 		Workers: ws, LeaseTTL: ttl, PollInterval: 50 * time.Millisecond, WatcherInterval: 100 * time.Millisecond,
-		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: 100}, payments.PayoutQueue: {MaxWorkers: 2}},
+		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: payments.ChargeQueueConfig(100, e.merchantLimit), payments.PayoutQueue: {MaxWorkers: 2}},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -16,11 +16,15 @@
 //     Transient PSP errors retry with backoff and jitter; a decline is a
 //     final answer, recorded at once.
 //
-//   - One charge per customer runs at a time across the whole fleet: the
-//     charge job's key is the customer (InsertOpts.Key at creation, and
-//     KeyBy customer_id with KeyLimit 1 in ChargeWorker.Opts), enforced in
-//     the claim on the database clock, so two charges of one card never race
-//     at the PSP.
+//   - A customer's charges and refunds run one at a time, in insert order,
+//     across the whole fleet: they share the customer as their sequence
+//     (InsertOpts.Sequence at insert, SequenceBy customer_id in the
+//     workers' Opts), enforced in the claim on the database clock, so two
+//     charges of one card never race at the PSP and a refund (RefundWorker,
+//     Store.RequestRefund) starts only after its payment's charge finished.
+//     Their flow key is the merchant: the charge queue's KeyRateLimit
+//     (ChargeQueueConfig, MerchantKeyRateLimit) keeps each merchant within
+//     the PSP's rate limit.
 //
 //   - A charge whose lease expires is not re-run blindly: its expiry policy is
 //     stuck. The Reconciler, itself a periodic leased job, asks the PSP for
@@ -107,6 +111,14 @@ type Payment struct {
 	SettledBy string
 	// MerchantID is the merchant paid out the payment's money.
 	MerchantID string
+	// CustomerID is the payment's customer (its own ID when created
+	// without one): the sequence of its charge and refund jobs.
+	CustomerID string
+	// PSPRefundID is the PSP's refunded charge once the payment is
+	// refunded (RefundWorker), empty before; RefundToken the fencing token
+	// of the refund job's lease that recorded it.
+	PSPRefundID string
+	RefundToken int64
 	// SettledToken is the fencing token of the charge lease that settled it
 	// (for the reconciler, the stuck job's last token).
 	SettledToken int64
@@ -139,9 +151,14 @@ func ChargeIdempotencyKey(paymentID string) string { return "charge-" + paymentI
 type ChargeArgs struct {
 	// PaymentID is the payment to charge.
 	PaymentID string `json:"payment_id"`
-	// CustomerID is the payment's customer, the job's flow-control key
-	// (ChargeWorker.Opts: KeyBy customer_id, KeyLimit 1).
+	// CustomerID is the payment's customer, the job's sequence
+	// (ChargeWorker.Opts: SequenceBy customer_id): a customer's charges and
+	// refunds run one at a time, in insert order.
 	CustomerID string `json:"customer_id"`
+	// MerchantID is the payment's merchant, the job's flow-control key
+	// (InsertOpts.Key at creation), which the charge queue's KeyRateLimit
+	// bounds (ChargeQueueConfig).
+	MerchantID string `json:"merchant_id,omitempty"`
 }
 
 // Kind implements leasehold.JobArgs.

@@ -297,32 +297,35 @@ func TestChargeOnePerCustomer(t *testing.T) {
 		testChargeOnePerCustomer[*sql.Tx], testChargeOnePerCustomer[pgx.Tx])
 }
 
-// testChargeOnePerCustomer: a charge job's key is its customer (the
-// payment's own ID when none is given), and with many workers free the PSP
-// never sees two charges of one customer at once (with the key limit off,
-// the six charges of a customer would overlap there).
+// testChargeOnePerCustomer: a charge job's sequence is its customer (the
+// payment's own ID when none is given) and its key its merchant; with many
+// workers free the PSP never sees two charges of one customer at once, and
+// sees each customer's charges in their insert order (without the
+// customer's sequence, the six charges of a customer would overlap there,
+// in any order).
 func testChargeOnePerCustomer[TTx any](t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	inserter := e.client(nil, nil, 0)
 	const customers, each = 3, 6
 	for i := range customers * each {
 		id := fmt.Sprintf("pay_c%02d", i)
-		p, err := e.store.Create(ctx, inserter, payments.NewPayment{ID: id, AmountCents: 1999, Currency: "EUR", CustomerID: fmt.Sprintf("cust-%d", i%customers)})
+		customer := fmt.Sprintf("cust-%d", i%customers)
+		p, err := e.store.Create(ctx, inserter, payments.NewPayment{ID: id, AmountCents: 1999, Currency: "EUR", CustomerID: customer, MerchantID: "m1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job, err := inserter.JobGet(ctx, p.ChargeJobID); err != nil || job.Key != fmt.Sprintf("cust-%d", i%customers) {
-			t.Fatalf("charge job of %s: key %q, %v; want its customer", id, job.Key, err)
+		if job, err := inserter.JobGet(ctx, p.ChargeJobID); err != nil || job.Sequence != customer || job.Key != "m1" {
+			t.Fatalf("charge job of %s: sequence %q, key %q, %v; want its customer and merchant", id, job.Sequence, job.Key, err)
 		}
 	}
 	own := e.create(inserter, "pay_own")
-	if job, err := inserter.JobGet(ctx, own.ChargeJobID); err != nil || job.Key != "pay_own" {
-		t.Fatalf("charge job of a payment without a customer: key %q, %v; want the payment ID", job.Key, err)
+	if job, err := inserter.JobGet(ctx, own.ChargeJobID); err != nil || job.Sequence != "pay_own" || job.Key != "" {
+		t.Fatalf("charge job of a payment without a customer or merchant: sequence %q, key %q, %v; want the payment ID, no key", job.Sequence, job.Key, err)
 	}
 
 	w := &payments.ChargeWorker[TTx]{Store: e.store, PSP: e.pspC, Retry: fastRetry(), MaxAttempts: 50}
-	if opts := w.Opts(); opts.KeyLimit != 1 || fmt.Sprint(opts.KeyBy) != "[customer_id]" {
-		t.Fatalf("charge worker options: KeyLimit %d, KeyBy %v; want 1, [customer_id]", opts.KeyLimit, opts.KeyBy)
+	if opts := w.Opts(); fmt.Sprint(opts.SequenceBy) != "[customer_id]" || opts.SequencePolicy != leasehold.SequenceContinue {
+		t.Fatalf("charge worker options: SequenceBy %v, policy %q; want [customer_id], continue", opts.SequenceBy, opts.SequencePolicy)
 	}
 	ws := leasehold.NewWorkers()
 	if err := payments.AddWorkers(ws, w, &payments.Reconciler[TTx]{Store: e.store, PSP: e.pspC}); err != nil {
@@ -335,5 +338,17 @@ func testChargeOnePerCustomer[TTx any](t *testing.T, e *env[TTx]) {
 	})
 	if ps := e.psp.Stats(); ps.CustomerOverlaps != 0 || ps.Charges != customers*each+1 {
 		t.Fatalf("PSP stats %+v: want %d charges and no overlapping charges of a customer", ps, customers*each+1)
+	}
+	// The PSP's ledger is in the order it received the authorizations.
+	last := map[int]int{}
+	for _, c := range e.psp.Ledger() {
+		var n int
+		if _, err := fmt.Sscanf(c.Reference, "pay_c%02d", &n); err != nil {
+			continue
+		}
+		if prev, ok := last[n%customers]; ok && prev > n {
+			t.Fatalf("customer %d: the PSP saw %s after pay_c%02d, inserted later", n%customers, c.Reference, prev)
+		}
+		last[n%customers] = n
 	}
 }

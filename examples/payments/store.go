@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS payments (
     settled_by      TEXT,
     settled_token   BIGINT NOT NULL DEFAULT 0,
     merchant_id     TEXT   NOT NULL DEFAULT '',
+    customer_id     TEXT   NOT NULL DEFAULT '',
+    psp_refund_id   TEXT,
+    refund_token    BIGINT NOT NULL DEFAULT 0,
     created_at_ms   BIGINT NOT NULL,
     updated_at_ms   BIGINT NOT NULL
 );
@@ -34,11 +37,12 @@ CREATE INDEX IF NOT EXISTS payments_pending_idx ON payments (created_at_ms) WHER
 ` + ledgerSchema
 
 const paymentColumns = `id, amount_cents, currency, status, idempotency_key, charge_job_id,
-    COALESCE(psp_charge_id, ''), COALESCE(failure_reason, ''), COALESCE(settled_by, ''), settled_token, merchant_id, created_at_ms, updated_at_ms`
+    COALESCE(psp_charge_id, ''), COALESCE(failure_reason, ''), COALESCE(settled_by, ''), settled_token, merchant_id,
+    customer_id, COALESCE(psp_refund_id, ''), refund_token, created_at_ms, updated_at_ms`
 
 const (
-	sqlInsertPayment = `INSERT INTO payments (id, amount_cents, currency, status, idempotency_key, merchant_id, created_at_ms, updated_at_ms)
-VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`
+	sqlInsertPayment = `INSERT INTO payments (id, amount_cents, currency, status, idempotency_key, merchant_id, customer_id, created_at_ms, updated_at_ms)
+VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?)`
 	sqlSetChargeJob = `UPDATE payments SET charge_job_id = ? WHERE id = ?`
 	sqlGetPayment   = `SELECT ` + paymentColumns + ` FROM payments WHERE id = ?`
 	// sqlSettle is conditional: only a pending payment is settled, so the
@@ -49,7 +53,13 @@ WHERE id = ? AND status = 'pending'`
 	sqlListPending = `SELECT ` + paymentColumns + ` FROM payments
 WHERE status = 'pending' AND created_at_ms < ? ORDER BY created_at_ms, id LIMIT ?`
 	sqlListPrefix = `SELECT ` + paymentColumns + ` FROM payments WHERE substr(id, 1, ?) = ? ORDER BY id`
-	sqlCount      = `SELECT status, COUNT(*) FROM payments WHERE substr(id, 1, ?) = ? GROUP BY status`
+	sqlCount      = `SELECT status, COUNT(*), COALESCE(SUM(CASE WHEN psp_refund_id IS NULL THEN 0 ELSE 1 END), 0),
+    COALESCE(SUM(CASE WHEN psp_refund_id IS NULL THEN 0 ELSE amount_cents END), 0)
+FROM payments WHERE substr(id, 1, ?) = ? GROUP BY status`
+	// sqlRefund is conditional: only a succeeded payment not refunded yet
+	// is marked refunded.
+	sqlRefund = `UPDATE payments SET psp_refund_id = ?, refund_token = ?, updated_at_ms = ?
+WHERE id = ? AND status = 'succeeded' AND psp_refund_id IS NULL`
 )
 
 // querier runs statements on a pool or in a transaction, with ? placeholders.
@@ -100,6 +110,9 @@ func (s *Store[TTx]) Setup(ctx context.Context) error {
 	if _, err := s.b.pool().exec(ctx, `SELECT `+paymentColumns+` FROM payments WHERE 1 = 0`); err != nil {
 		return fmt.Errorf("payments: the payments table lacks the store's columns: %w", err)
 	}
+	if _, err := s.b.pool().exec(ctx, `SELECT entry FROM ledger WHERE 1 = 0`); err != nil {
+		return fmt.Errorf("payments: the ledger table lacks the store's columns: %w", err)
+	}
 	return nil
 }
 
@@ -138,17 +151,19 @@ func (s *Store[TTx]) CreateTx(ctx context.Context, tx TTx, client *leasehold.Cli
 	now := s.now()
 	q := s.b.tx(tx)
 	key := ChargeIdempotencyKey(p.ID)
-	if _, err := q.exec(ctx, sqlInsertPayment, p.ID, p.AmountCents, p.Currency, key, p.MerchantID, now.UnixMilli(), now.UnixMilli()); err != nil {
-		return nil, fmt.Errorf("payments: insert payment %s: %w", p.ID, err)
-	}
 	customer := p.CustomerID
 	if customer == "" {
 		customer = p.ID
 	}
-	// The key is set here too, not only derived by the worker's KeyBy: the
-	// inserting client may not have the charge worker registered.
-	res, err := client.InsertTx(ctx, tx, ChargeArgs{PaymentID: p.ID, CustomerID: customer},
-		&leasehold.InsertOpts{UniqueKey: p.ID, Key: customer})
+	if _, err := q.exec(ctx, sqlInsertPayment, p.ID, p.AmountCents, p.Currency, key, p.MerchantID, customer, now.UnixMilli(), now.UnixMilli()); err != nil {
+		return nil, fmt.Errorf("payments: insert payment %s: %w", p.ID, err)
+	}
+	// The sequence (the customer) is set here too, not only derived by the
+	// worker's SequenceBy: the inserting client may not have the charge
+	// worker registered. The key is the merchant, whose PSP calls the
+	// charge queue's KeyRateLimit bounds; none without a merchant.
+	res, err := client.InsertTx(ctx, tx, ChargeArgs{PaymentID: p.ID, CustomerID: customer, MerchantID: p.MerchantID},
+		&leasehold.InsertOpts{UniqueKey: p.ID, Key: p.MerchantID, Sequence: customer})
 	if err != nil {
 		return nil, fmt.Errorf("payments: enqueue charge of %s: %w", p.ID, err)
 	}
@@ -157,7 +172,7 @@ func (s *Store[TTx]) CreateTx(ctx context.Context, tx TTx, client *leasehold.Cli
 	}
 	return &Payment{
 		ID: p.ID, AmountCents: p.AmountCents, Currency: p.Currency, Status: StatusPending, IdempotencyKey: key,
-		ChargeJobID: res.Job.ID, MerchantID: p.MerchantID, CreatedAt: now, UpdatedAt: now,
+		ChargeJobID: res.Job.ID, MerchantID: p.MerchantID, CustomerID: customer, CreatedAt: now, UpdatedAt: now,
 	}, nil
 }
 
@@ -272,6 +287,8 @@ func (s *Store[TTx]) list(ctx context.Context, query string, args ...any) ([]*Pa
 // Counts are payments per status.
 type Counts struct {
 	Total, Pending, Succeeded, Failed int64
+	// Refunded counts the payments refunded, RefundedCents sums their amounts.
+	Refunded, RefundedCents int64
 }
 
 // CountPrefix counts the payments whose ID starts with prefix, per status.
@@ -279,11 +296,13 @@ func (s *Store[TTx]) CountPrefix(ctx context.Context, prefix string) (Counts, er
 	var c Counts
 	err := s.b.pool().query(ctx, sqlCount, func(scan func(...any) error) error {
 		var status string
-		var n int64
-		if err := scan(&status, &n); err != nil {
+		var n, refunded, refundedCents int64
+		if err := scan(&status, &n, &refunded, &refundedCents); err != nil {
 			return err
 		}
 		c.Total += n
+		c.Refunded += refunded
+		c.RefundedCents += refundedCents
 		switch Status(status) {
 		case StatusPending:
 			c.Pending = n
@@ -305,7 +324,8 @@ func scanPayment(scan func(...any) error) (*Payment, error) {
 	var status string
 	var created, updated int64
 	if err := scan(&p.ID, &p.AmountCents, &p.Currency, &status, &p.IdempotencyKey, &p.ChargeJobID,
-		&p.PSPChargeID, &p.FailureReason, &p.SettledBy, &p.SettledToken, &p.MerchantID, &created, &updated); err != nil {
+		&p.PSPChargeID, &p.FailureReason, &p.SettledBy, &p.SettledToken, &p.MerchantID,
+		&p.CustomerID, &p.PSPRefundID, &p.RefundToken, &created, &updated); err != nil {
 		return nil, err
 	}
 	p.Status = Status(status)

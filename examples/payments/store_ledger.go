@@ -7,18 +7,22 @@ import (
 
 // ledgerSchema is the ledger, payout and settlement report tables, the same
 // SQL on SQLite and Postgres. The ledger has one entry per succeeded
-// payment, written in the transaction that settles it (Store.SettleTx);
+// payment, written in the transaction that settles it (Store.SettleTx),
+// and one of the negated amount per refunded payment (entry 'refund',
+// written with the refund: Store.RefundTx);
 // a payout takes a merchant's unpaid entries; a settlement report sums a
 // payout batch.
 const ledgerSchema = `
 CREATE TABLE IF NOT EXISTS ledger (
-    payment_id    TEXT PRIMARY KEY,
+    payment_id    TEXT   NOT NULL,
+    entry         TEXT   NOT NULL DEFAULT 'charge' CHECK (entry IN ('charge', 'refund')),
     merchant_id   TEXT   NOT NULL,
     amount_cents  BIGINT NOT NULL,
     currency      TEXT   NOT NULL,
     psp_charge_id TEXT   NOT NULL,
     payout_id     TEXT,
-    created_at_ms BIGINT NOT NULL
+    created_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (payment_id, entry)
 );
 CREATE INDEX IF NOT EXISTS ledger_unpaid_idx ON ledger (merchant_id) WHERE payout_id IS NULL;
 CREATE INDEX IF NOT EXISTS ledger_payout_idx ON ledger (payout_id);
@@ -47,6 +51,9 @@ const (
 	// sqlInsertLedger writes a settled payment's ledger entry from its row.
 	sqlInsertLedger = `INSERT INTO ledger (payment_id, merchant_id, amount_cents, currency, psp_charge_id, created_at_ms)
 SELECT id, merchant_id, amount_cents, currency, ?, ? FROM payments WHERE id = ?`
+	// sqlInsertRefundLedger writes a refunded payment's negated entry.
+	sqlInsertRefundLedger = `INSERT INTO ledger (payment_id, entry, merchant_id, amount_cents, currency, psp_charge_id, created_at_ms)
+SELECT id, 'refund', merchant_id, -amount_cents, currency, ?, ? FROM payments WHERE id = ?`
 	sqlGetPayout = `SELECT id, batch_id, merchant_id, amount_cents, entries, job_token FROM payouts WHERE id = ?`
 	// sqlTakeUnpaid assigns a merchant's unpaid entries to a payout.
 	sqlTakeUnpaid = `UPDATE ledger SET payout_id = ? WHERE merchant_id = ? AND payout_id IS NULL`

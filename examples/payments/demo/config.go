@@ -2,8 +2,11 @@
 // proves it lost and doubled nothing: it creates payments, works them with
 // several worker clients in one process while workers crash mid-charge,
 // workers pause past their lease and wake up, and the PSP fails, answers
-// slowly and loses responses; then it checks every payment against the PSP's
-// own ledger. `leasehold demo` is its command line.
+// slowly and loses responses; it refunds a share of the payments right after
+// their creation (each refund waits for its charge: the customer's
+// sequence) under the PSP's per-merchant rate limit (which the charge
+// queue's KeyRateLimit respects); then it checks every payment and refund
+// against the PSP's own ledger. `leasehold demo` is its command line.
 package demo
 
 import (
@@ -68,6 +71,23 @@ type Config struct {
 	// PSPTimeout is the charge worker's HTTP timeout; default 500 ms.
 	PSPTimeout time.Duration
 
+	// Refunds is the share of payments refunded: each gets a refund job
+	// right after its creation, in its customer's sequence after its
+	// charge; default 0.2; negative means none.
+	Refunds float64
+	// MerchantRateLimit is the PSP's limit of requests (authorizations,
+	// captures, refunds) per merchant in each fixed window of
+	// MerchantRatePeriod aligned to the Unix epoch; default 300; negative
+	// means none. The charge queue's per-merchant KeyRateLimit is derived
+	// from it (payments.MerchantKeyRateLimit), so the PSP answers no 429.
+	MerchantRateLimit int
+	// MerchantRatePeriod is the window of MerchantRateLimit; default 1 s.
+	MerchantRatePeriod time.Duration
+	// NoQueueRateLimit leaves the charge queue without its per-merchant
+	// KeyRateLimit while the PSP still enforces MerchantRateLimit: the PSP
+	// answers 429s and the run fails. For tests of that check.
+	NoQueueRateLimit bool
+
 	// Progress receives live progress; nil for none.
 	Progress io.Writer
 	// Terminal redraws one status line on Progress instead of printing
@@ -104,6 +124,8 @@ func (c Config) withDefaults() Config {
 	def(&c.Concurrency, 8)
 	def(&c.Crashes, 3)
 	def(&c.Pauses, 5)
+	def(&c.MerchantRateLimit, 450)
+	c.MerchantRateLimit = max(c.MerchantRateLimit, 0)
 	c.Crashes, c.Pauses = max(c.Crashes, 0), max(c.Pauses, 0)
 	if c.Seed == 0 {
 		c.Seed = 1
@@ -114,6 +136,8 @@ func (c Config) withDefaults() Config {
 	defDur(&c.PendingAfter, 5*time.Second)
 	defDur(&c.PSPLatency, 20*time.Millisecond)
 	defDur(&c.PSPTimeout, 500*time.Millisecond)
+	defDur(&c.MerchantRatePeriod, time.Second)
+	rate(&c.Refunds, 0.2)
 	rate(&c.PSPErrorRate, 0.05)
 	rate(&c.LostResponseRate, 0.03)
 	rate(&c.SlowRate, 0.01)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
@@ -56,10 +57,44 @@ func checkSummary(t *testing.T, sum *demo.Summary, err error) {
 		t.Fatalf("resumed attempts %d, stages skipped %d, double authorizations %d, double captures %d: want resumes, none twice",
 			sum.ResumedAttempts, sum.StagesSkipped, sum.DoubleAuthorizations, sum.DoubleCaptures)
 	}
-	// The payout graph paid every merchant once, and the report fanned in.
-	if !sum.PayoutsBalanced || !sum.ReportAfterPayouts || sum.Payouts != 5 || sum.PayoutCents != sum.SucceededCents || sum.LedgerCents != sum.SucceededCents {
+	// Refunds ran after their charges, once each, within the PSP's
+	// per-merchant rate limit.
+	if sum.RefundsRequested == 0 || sum.Refunded == 0 || sum.Refunded != sum.PSPRefunds || sum.RefundsMissing != 0 ||
+		sum.DoubleRefunds != 0 || sum.EarlyRefunds != 0 || sum.RateLimited != 0 || sum.QueueMerchantLimit == 0 {
+		t.Fatalf("refunds %d requested, %d done, %d at the PSP, %d missing, %d twice, %d early; %d PSP 429s (queue limit %d): want refunds, none wrong",
+			sum.RefundsRequested, sum.Refunded, sum.PSPRefunds, sum.RefundsMissing, sum.DoubleRefunds, sum.EarlyRefunds, sum.RateLimited, sum.QueueMerchantLimit)
+	}
+	// The payout graph paid every merchant once, and the report fanned in:
+	// the succeeded payments less the refunds.
+	net := sum.SucceededCents - sum.RefundedCents
+	if !sum.PayoutsBalanced || !sum.ReportAfterPayouts || sum.Payouts != 5 || sum.PayoutCents != net || sum.LedgerCents != net {
 		t.Fatalf("payouts: %d of %d cents (ledger %d, succeeded %d), balanced %t, after payouts %t; want 5 balanced",
 			sum.Payouts, sum.PayoutCents, sum.LedgerCents, sum.SucceededCents, sum.PayoutsBalanced, sum.ReportAfterPayouts)
+	}
+}
+
+// TestRunFailsOn429s: the run fails when the PSP answers 429s, here
+// because the charge queue runs without its per-merchant rate limit under
+// a PSP limit its workers exceed at once.
+func TestRunFailsOn429s(t *testing.T) {
+	t.Parallel()
+	d, db := testdb.SQLite(t)
+	cfg := demo.Config{
+		// 10 authorizations at once, more than twice the limit of a window.
+		Payments: 20, Merchants: 1, Workers: 1, Concurrency: 10, Seed: 3, Timeout: 60 * time.Second, Refunds: -1,
+		Crashes: -1, Pauses: -1, PSPErrorRate: -1, LostResponseRate: -1, SlowRate: -1, DeclineRate: -1,
+		MerchantRateLimit: 3, MerchantRatePeriod: 200 * time.Millisecond, NoQueueRateLimit: true,
+	}
+	sum, err := demo.Run[*sql.Tx](context.Background(), d, payments.NewSQLiteStore(db), cfg)
+	if !errors.Is(err, demo.ErrFailed) || sum == nil || sum.RateLimited == 0 || sum.OK() {
+		t.Fatalf("run without the queue's rate limit: %v, summary %+v; want ErrFailed with 429s", err, sum)
+	}
+	var table bytes.Buffer
+	if err := sum.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(table.Bytes(), []byte("PSP 429s (merchant rate limit)")) || !bytes.Contains(table.Bytes(), []byte("queue: none")) {
+		t.Fatalf("summary table lacks the 429 line:\n%s", table.String())
 	}
 }
 
@@ -77,7 +112,8 @@ func TestRunSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("summary:\n%s", table.String())
-	for _, want := range []string{"double charges", "0  ok", "lost payments", "stuck jobs reconciled", "resumed attempts", "double authorizations / captures", "settlement report"} {
+	for _, want := range []string{"double charges", "0  ok", "lost payments", "stuck jobs reconciled", "resumed attempts", "double authorizations / captures", "settlement report",
+		"refunds started before their charge finished", "double refunds", "PSP 429s"} {
 		if !bytes.Contains(table.Bytes(), []byte(want)) {
 			t.Fatalf("summary table lacks %q:\n%s", want, table.String())
 		}

@@ -79,6 +79,12 @@ type run[TTx any] struct {
 	psp     *psp.Server
 	plan    *plan
 	release chan struct{} // closed at the end: frozen handlers return
+	// merchantLimit is the charge queue's per-merchant KeyRateLimit, nil
+	// for none; callDeadline the workers' CallDeadline it relies on.
+	merchantLimit *leasehold.RateLimit
+	callDeadline  time.Duration
+	// refund says which payments get a refund job after their creation.
+	refund []bool
 
 	mu      sync.Mutex
 	nodes   []*node[TTx] // every worker client ever started
@@ -87,8 +93,10 @@ type run[TTx any] struct {
 	pauses  atomic.Int64
 	// createRetries counts payment creations retried after an error.
 	createRetries atomic.Int64
-	stopped       bool
-	created       []atomic.Bool // per payment: its creation committed
+	// refundRequested is per payment: its refund job was inserted.
+	refundRequested []atomic.Bool
+	stopped         bool
+	created         []atomic.Bool // per payment: its creation committed
 }
 
 // node is one worker client and its fault switches.
@@ -97,6 +105,7 @@ type node[TTx any] struct {
 	fd      *faultDriver[TTx]
 	client  *leasehold.Client[TTx]
 	charge  *payments.ChargeWorker[TTx]
+	refund  *payments.RefundWorker[TTx]
 	recon   *payments.Reconciler[TTx]
 	payout  *payments.PayoutWorker[TTx]
 	crashed atomic.Bool
@@ -124,6 +133,7 @@ func Run[TTx any](ctx context.Context, d driver.Driver[TTx], store *payments.Sto
 		Seed: cfg.Seed, MinLatency: cfg.PSPLatency / 5, MaxLatency: cfg.PSPLatency,
 		DeclineRate: cfg.DeclineRate, ErrorRate: cfg.PSPErrorRate, LostResponseRate: cfg.LostResponseRate,
 		SlowRate: cfg.SlowRate, SlowDelay: 2 * cfg.PSPTimeout,
+		MerchantRateLimit: cfg.MerchantRateLimit, MerchantRatePeriod: cfg.MerchantRatePeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
@@ -135,7 +145,21 @@ func Run[TTx any](ctx context.Context, d driver.Driver[TTx], store *payments.Sto
 		ids[i] = fmt.Sprintf("pay_%s_%06d", cfg.RunID, i+1)
 	}
 	r := &run[TTx]{cfg: cfg, d: d, store: store, psp: server, plan: newPlan(cfg, ids), release: make(chan struct{}),
-		created: make([]atomic.Bool, len(ids))}
+		created: make([]atomic.Bool, len(ids)), refundRequested: make([]atomic.Bool, len(ids)),
+		// An attempt's PSP calls are made within this of its start, or it
+		// retries (a new start): the authorization's timeout and the
+		// capture's, the checkpoint between them included.
+		callDeadline: 2 * cfg.PSPTimeout}
+	if cfg.MerchantRateLimit > 0 && !cfg.NoQueueRateLimit {
+		if r.merchantLimit, err = payments.MerchantKeyRateLimit(cfg.MerchantRateLimit, cfg.MerchantRatePeriod, r.callDeadline); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+	}
+	picks := rand.New(rand.NewPCG(uint64(cfg.Seed), 11))
+	r.refund = make([]bool, len(ids))
+	for i := range r.refund {
+		r.refund[i] = picks.Float64() < cfg.Refunds
+	}
 	return r.run(ctx, ids)
 }
 
@@ -215,8 +239,10 @@ func (r *run[TTx]) run(ctx context.Context, ids []string) (*Summary, error) {
 		return sum, fmt.Errorf("%w: %w", ErrFailed, waitErr)
 	}
 	if !sum.OK() {
-		return sum, fmt.Errorf("%w: %d lost, %d double-charged, %d double authorizations, %d double captures, %d pending, %d not created, payouts balanced %t",
-			ErrFailed, sum.Lost, sum.DoubleCharges, sum.DoubleAuthorizations, sum.DoubleCaptures, sum.Pending, sum.NotCreated, sum.PayoutsBalanced)
+		return sum, fmt.Errorf("%w: %d lost, %d double-charged, %d double authorizations, %d double captures, %d pending, %d not created, payouts balanced %t, "+
+			"%d refunds missing, %d double refunds, %d refunds before their charge finished, %d rate-limited PSP requests",
+			ErrFailed, sum.Lost, sum.DoubleCharges, sum.DoubleAuthorizations, sum.DoubleCaptures, sum.Pending, sum.NotCreated, sum.PayoutsBalanced,
+			sum.RefundsMissing, sum.DoubleRefunds, sum.EarlyRefunds, sum.RateLimited)
 	}
 	return sum, nil
 }
@@ -247,6 +273,13 @@ func (r *run[TTx]) create(ctx context.Context, c *leasehold.Client[TTx], ids []s
 					return
 				}
 				r.created[i].Store(true)
+				if r.refund[i] {
+					if err := r.requestRefund(ctx, c, ids[i]); err != nil {
+						errs <- err
+						return
+					}
+					r.refundRequested[i].Store(true)
+				}
 			}
 		}()
 	}
@@ -290,8 +323,46 @@ func (r *run[TTx]) createOne(ctx context.Context, c *leasehold.Client[TTx], p pa
 	}
 }
 
-// waitSettled reports progress until every payment is settled, creation
-// failed, or ctx ends.
+// requestRefund enqueues a payment's refund right after its creation,
+// retrying what may be transient as createOne does (the refund's unique
+// key makes a retry safe). Its charge, inserted before it in the same
+// customer's sequence, runs first.
+func (r *run[TTx]) requestRefund(ctx context.Context, c *leasehold.Client[TTx], id string) error {
+	wait := 20 * time.Millisecond
+	for {
+		_, err := r.store.RequestRefund(ctx, c, id)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		r.createRetries.Add(1)
+		r.cfg.Logger.Warn("demo: request refund failed; retrying", "payment", id, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// chargeQueueBusy reports whether the charge queue still holds a job that
+// is not finished (a refund, or a charge whose payment the reconciler
+// settled first).
+func (r *run[TTx]) chargeQueueBusy(ctx context.Context) bool {
+	counts, err := r.d.GetExecutor().JobCountByState(ctx)
+	if err != nil {
+		return true
+	}
+	for _, c := range counts {
+		if c.Queue == payments.ChargeQueue && c.Count > 0 && !c.State.Finalized() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitSettled reports progress until every payment is settled and every
+// refund done, creation failed, or ctx ends.
 func (r *run[TTx]) waitSettled(ctx context.Context, createErr chan error, prog *progress, start time.Time) error {
 	tick := time.NewTicker(prog.interval())
 	defer tick.Stop()
@@ -300,7 +371,7 @@ func (r *run[TTx]) waitSettled(ctx context.Context, createErr chan error, prog *
 		counts, err := r.store.CountPrefix(ctx, "pay_"+r.cfg.RunID+"_")
 		if err == nil {
 			prog.update(counts, r.live(), time.Since(start))
-			if created && counts.Pending == 0 && counts.Total == int64(r.cfg.Payments) {
+			if created && counts.Pending == 0 && counts.Total == int64(r.cfg.Payments) && !r.chargeQueueBusy(ctx) {
 				return nil
 			}
 		}
@@ -324,14 +395,21 @@ func (r *run[TTx]) startNode(ctx context.Context) error {
 	n.fd, wrapped = wrap(r.d)
 	pspClient := psp.NewClient(r.psp.URL(), r.cfg.PSPTimeout)
 	n.charge = &payments.ChargeWorker[TTx]{
-		Store: r.store, PSP: pspClient, LeaseTTL: r.cfg.LeaseTTL, MaxAttempts: 25,
+		Store: r.store, PSP: pspClient, LeaseTTL: r.cfg.LeaseTTL, MaxAttempts: 25, CallDeadline: r.callDeadline,
 		Retry: leasehold.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5},
 		Hooks: &payments.Hooks{BeforeCharge: r.beforeCharge(n), AfterAuthorize: r.afterAuthorize(n), AfterCharge: r.afterCharge(n)},
+	}
+	n.refund = &payments.RefundWorker[TTx]{
+		Store: r.store, PSP: pspClient, LeaseTTL: r.cfg.LeaseTTL, MaxAttempts: 25, CallDeadline: r.callDeadline,
+		Retry: leasehold.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5}, UnsettledWait: 250 * time.Millisecond,
 	}
 	n.recon = &payments.Reconciler[TTx]{Store: r.store, PSP: pspClient, PendingAfter: r.cfg.PendingAfter, Logger: r.cfg.Logger}
 	n.payout = &payments.PayoutWorker[TTx]{Store: r.store}
 	ws := leasehold.NewWorkers()
 	if err := payments.AddWorkers(ws, n.charge, n.recon); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if err := payments.AddRefundWorker(ws, n.refund); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	if err := payments.AddPayoutWorkers(ws, n.payout); err != nil {
@@ -352,7 +430,9 @@ func (r *run[TTx]) startNode(ctx context.Context) error {
 		// leader is replaced within about the lease TTL.
 		PeriodicJobs: []*leasehold.PeriodicJob{payments.ReconcilePeriodicJob(r.cfg.ReconcileEvery)},
 		LeaderTTL:    r.cfg.LeaseTTL,
-		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: {MaxWorkers: r.cfg.Concurrency}, payments.ReconcileQueue: {MaxWorkers: 1},
+		// Charges and refunds: a customer's in insert order, one at a time;
+		// each merchant's starts within the PSP's rate limit.
+		Queues: map[string]leasehold.QueueConfig{payments.ChargeQueue: payments.ChargeQueueConfig(r.cfg.Concurrency, r.merchantLimit), payments.ReconcileQueue: {MaxWorkers: 1},
 			payments.PayoutQueue: {MaxWorkers: 2}},
 	})
 	if err != nil {

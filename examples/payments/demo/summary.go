@@ -67,6 +67,37 @@ type Summary struct {
 	CustomerOverlaps int64 `json:"customer_overlaps"`
 	// Customers is how many customers the payments belong to.
 	Customers int64 `json:"customers"`
+	// RefundsRequested counts the refund jobs inserted, each right after
+	// its payment's creation; Refunded the payments refunded (recorded in
+	// the database), RefundedCents their sum; RefundsSkipped the refunds of
+	// payments never charged (declined or failed: nothing to refund).
+	RefundsRequested int64 `json:"refunds_requested"`
+	Refunded         int64 `json:"refunded"`
+	RefundedCents    int64 `json:"refunded_cents"`
+	RefundsSkipped   int64 `json:"refunds_skipped"`
+	// PSPRefunds counts the refunds in the PSP's ledger for this run.
+	PSPRefunds int64 `json:"psp_refunds"`
+	// RefundsMissing counts requested refunds of succeeded payments not
+	// refunded, and refunds the database and the PSP disagree on. Must be 0.
+	RefundsMissing int64 `json:"refunds_missing"`
+	// DoubleRefunds counts refunds of a charge refunded already, from the
+	// PSP's records. Must be 0.
+	DoubleRefunds int64 `json:"double_refunds"`
+	// EarlyRefunds counts refund attempts that started before their
+	// payment's charge job finished (found by the refund worker in the
+	// database) plus refund requests the PSP received for a charge not
+	// captured. Must be 0: the customer's sequence holds the refund.
+	EarlyRefunds int64 `json:"early_refunds"`
+	// RateLimited counts PSP requests answered 429 because their merchant
+	// was over the PSP's limit. Must be 0: the charge queue's per-merchant
+	// KeyRateLimit keeps under it.
+	RateLimited int64 `json:"rate_limited"`
+	// PSPMerchantLimit and PSPMerchantPeriodMS are the PSP's per-merchant
+	// limit (0: none); QueueMerchantLimit the charge queue's KeyRateLimit
+	// per merchant in the same period (0: none).
+	PSPMerchantLimit    int64 `json:"psp_merchant_limit"`
+	PSPMerchantPeriodMS int64 `json:"psp_merchant_period_ms"`
+	QueueMerchantLimit  int64 `json:"queue_merchant_limit"`
 	// Lost counts created payments missing from the database, and payments whose
 	// status disagrees with the PSP's ledger (charged but not recorded
 	// succeeded, or recorded succeeded without a charge). Must be 0.
@@ -119,6 +150,7 @@ type Summary struct {
 // OK reports whether nothing was lost, doubled or left pending.
 func (s *Summary) OK() bool {
 	return s.Lost == 0 && s.DoubleCharges == 0 && s.DoubleAuthorizations == 0 && s.DoubleCaptures == 0 && s.CustomerOverlaps == 0 &&
+		s.RefundsMissing == 0 && s.DoubleRefunds == 0 && s.EarlyRefunds == 0 && s.RateLimited == 0 &&
 		s.Pending == 0 && s.NotCreated == 0 && s.Settled == s.Payments && s.PayoutsBalanced && s.ReportAfterPayouts
 }
 
@@ -146,6 +178,12 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, batch *payments.
 	byID := make(map[string]*payments.Payment, len(rows))
 	for _, p := range rows {
 		byID[p.ID] = p
+	}
+	pspRefunded := map[string]bool{}
+	for _, c := range r.psp.Ledger() {
+		if c.Refunded {
+			pspRefunded[c.Reference] = true
+		}
 	}
 	for i, id := range ids {
 		p := byID[id]
@@ -188,6 +226,7 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, batch *payments.
 		if p.SettledBy == payments.SettledByReconciler {
 			s.SettledByReconciler++
 		}
+		s.summarizeRefund(p, r.refundRequested[i].Load(), pspRefunded[id], problem)
 	}
 	s.Settled = s.Succeeded + s.Failed
 	if elapsed > 0 {
@@ -197,6 +236,11 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, batch *payments.
 	s.PSPErrors, s.LostResponses, s.SlowResponses, s.Declines, s.Replays = st.InjectedErrors, st.LostResponses, st.SlowResponses, st.Declines, st.Replays
 	s.CustomerOverlaps, s.Customers = st.CustomerOverlaps, int64(r.cfg.Customers)
 	s.DoubleAuthorizations, s.DoubleCaptures = st.DoubleAuthorizations, st.DoubleCaptures
+	s.DoubleRefunds, s.RateLimited, s.EarlyRefunds = st.DoubleRefunds, st.RateLimited, st.RefundsBeforeCapture
+	s.PSPMerchantLimit, s.PSPMerchantPeriodMS = int64(r.cfg.MerchantRateLimit), r.cfg.MerchantRatePeriod.Milliseconds()
+	if r.merchantLimit != nil {
+		s.QueueMerchantLimit = int64(r.merchantLimit.Limit)
+	}
 	if err := r.summarizePayouts(ctx, s, batch, problem); err != nil {
 		return nil, err
 	}
@@ -216,6 +260,10 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, batch *payments.
 		s.StagesSkipped += ch.StagesSkipped
 		s.AuthorizeCalls += ch.AuthorizeCalls
 		s.CaptureCalls += ch.CaptureCalls
+		rf := n.refund.Stats()
+		s.EarlyRefunds += rf.Early
+		s.FencedCompletions += rf.Fenced
+		s.TransientErrors += rf.TransientErrors
 		rs := n.recon.Stats()
 		s.ReconciledSucceeded += rs.ResolvedSucceeded
 		s.ReconciledFailed += rs.ResolvedFailed
@@ -223,6 +271,34 @@ func (r *run[TTx]) summarize(ctx context.Context, ids []string, batch *payments.
 	}
 	s.Reconciled = s.ReconciledSucceeded + s.ReconciledFailed + s.ReconciledRetried
 	return s, nil
+}
+
+// summarizeRefund checks one payment's refund against the PSP's ledger.
+func (s *Summary) summarizeRefund(p *payments.Payment, requested, atPSP bool, problem func(string, ...any)) {
+	if requested {
+		s.RefundsRequested++
+	}
+	if atPSP {
+		s.PSPRefunds++
+	}
+	refunded := p.PSPRefundID != ""
+	if refunded {
+		s.Refunded++
+		s.RefundedCents += p.AmountCents
+	}
+	switch {
+	case refunded != atPSP:
+		s.RefundsMissing++
+		problem("%s refunded in the database %t, at the PSP %t", p.ID, refunded, atPSP)
+	case requested && p.Status == payments.StatusSucceeded && !refunded:
+		s.RefundsMissing++
+		problem("%s: refund requested, not made", p.ID)
+	case requested && p.Status == payments.StatusFailed:
+		s.RefundsSkipped++
+	case !requested && refunded:
+		s.RefundsMissing++
+		problem("%s refunded without a request", p.ID)
+	}
 }
 
 // summarizePayouts checks the payout batch's settlement report against the
@@ -247,11 +323,15 @@ func (r *run[TTx]) summarizePayouts(ctx context.Context, s *Summary, batch *paym
 		return nil
 	}
 	s.Payouts, s.PayoutCents, s.LedgerEntries, s.LedgerCents = rep.Payouts, rep.PayoutCents, rep.LedgerEntries, rep.LedgerCents
-	s.PayoutsBalanced = rep.Balanced() && rep.Payouts == s.Merchants && rep.PayoutCents == s.SucceededCents &&
-		rep.LedgerEntries == s.Succeeded && entries == s.Succeeded && cents == s.SucceededCents
+	// The ledger holds an entry per succeeded payment and a negated one
+	// per refund: the payouts pay the succeeded payments less the refunds.
+	wantEntries, wantCents := s.Succeeded+s.Refunded, s.SucceededCents-s.RefundedCents
+	s.PayoutsBalanced = rep.Balanced() && rep.Payouts == s.Merchants && rep.PayoutCents == wantCents &&
+		rep.LedgerEntries == wantEntries && entries == wantEntries && cents == wantCents
 	if !s.PayoutsBalanced {
-		problem("payout batch %s: %d payouts of %d cents, ledger %d entries of %d cents (%d unpaid; all merchants: %d of %d), succeeded payments %d of %d cents",
-			batch.BatchID, rep.Payouts, rep.PayoutCents, rep.LedgerEntries, rep.LedgerCents, rep.UnpaidEntries, entries, cents, s.Succeeded, s.SucceededCents)
+		problem("payout batch %s: %d payouts of %d cents, ledger %d entries of %d cents (%d unpaid; all merchants: %d of %d), succeeded payments %d of %d cents, refunds %d of %d cents",
+			batch.BatchID, rep.Payouts, rep.PayoutCents, rep.LedgerEntries, rep.LedgerCents, rep.UnpaidEntries, entries, cents, s.Succeeded, s.SucceededCents,
+			s.Refunded, s.RefundedCents)
 	}
 	// The fan-in: the report counted every merchant's payout, so it ran
 	// after each payout had committed (a payout's row commits with its
@@ -281,12 +361,24 @@ func cents(c int64) string { return fmt.Sprintf("EUR %d.%02d", c/100, c%100) }
 func balanced(s *Summary) string {
 	switch {
 	case s.PayoutsBalanced && s.ReportAfterPayouts:
-		return "ok  (after every payout; totals equal the ledger and the succeeded payments)"
+		return "ok  (after every payout; totals equal the ledger: the succeeded payments less the refunds)"
 	case !s.ReportAfterPayouts:
 		return "FAIL  (missing, or ran before a payout finished)"
 	default:
 		return "FAIL  (totals differ from the ledger)"
 	}
+}
+
+// rateLimits describes the PSP's and the queue's per-merchant limits.
+func rateLimits(s *Summary) string {
+	if s.PSPMerchantLimit == 0 {
+		return " (PSP limit off)"
+	}
+	queue := "none"
+	if s.QueueMerchantLimit > 0 {
+		queue = fmt.Sprintf("%d starts", s.QueueMerchantLimit)
+	}
+	return fmt.Sprintf(" (PSP: %d requests per merchant per %s; queue: %s)", s.PSPMerchantLimit, time.Duration(s.PSPMerchantPeriodMS)*time.Millisecond, queue)
 }
 
 // WriteTable writes the summary as a table a person can read.
@@ -308,7 +400,12 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"double charges", check(s.DoubleCharges)},
 		{"double authorizations / captures", fmt.Sprintf("%s / %s", check(s.DoubleAuthorizations), check(s.DoubleCaptures))},
 		{"lost payments", check(s.Lost)},
-		{"overlapping charges of a customer", check(s.CustomerOverlaps) + fmt.Sprintf(" (%d customers, one charge each at a time)", s.Customers)},
+		{"overlapping charges of a customer", check(s.CustomerOverlaps) + fmt.Sprintf(" (%d customers, one job each at a time, in insert order)", s.Customers)},
+		{"refunds", fmt.Sprintf("%d requested: %d done (%s), %d skipped (not charged); PSP refunds %d", s.RefundsRequested, s.Refunded, cents(s.RefundedCents), s.RefundsSkipped, s.PSPRefunds)},
+		{"refunds missing", check(s.RefundsMissing)},
+		{"double refunds", check(s.DoubleRefunds)},
+		{"refunds started before their charge finished", check(s.EarlyRefunds)},
+		{"PSP 429s (merchant rate limit)", check(s.RateLimited) + rateLimits(s)},
 		{"resumed attempts", fmt.Sprintf("%d (began at a recorded stage; %d stages skipped on retry)", s.ResumedAttempts, s.StagesSkipped)},
 		{"PSP calls: authorize / capture", fmt.Sprintf("%d / %d (retries of a stage whose answer was lost included)", s.AuthorizeCalls, s.CaptureCalls)},
 		{"payouts", fmt.Sprintf("%d of %d merchants, %s (ledger: %d entries, %s)", s.Payouts, s.Merchants, cents(s.PayoutCents), s.LedgerEntries, cents(s.LedgerCents))},

@@ -15,7 +15,10 @@
 //     key. Capturing one authorization twice under different keys is
 //     refused and counted (Stats.DoubleCaptures); two authorizations of one
 //     reference are counted too (Stats.DoubleAuthorizations).
-//   - A succeeded charge can be refunded.
+//   - A captured charge can be refunded, once, under an idempotency key of
+//     its own; a second refund under another key, and a refund of a charge
+//     not captured, are refused and counted (Stats.DoubleRefunds,
+//     Stats.RefundsBeforeCapture).
 //
 // It can also misbehave on purpose, with rates set in Config and decided
 // deterministically from Config.Seed: latency, errors before any processing
@@ -110,6 +113,14 @@ type Stats struct {
 	Replays int64 `json:"replays"`
 	// Refunds counts refunds made.
 	Refunds int64 `json:"refunds"`
+	// DoubleRefunds counts refund requests, under a new idempotency key, of
+	// a charge refunded already: refused, no money moved, but the caller
+	// refunded twice. Zero for a caller that keeps its keys.
+	DoubleRefunds int64 `json:"double_refunds"`
+	// RefundsBeforeCapture counts refund requests of a charge not captured
+	// (authorized, being captured or declined): refused. Zero for a caller
+	// that refunds a payment only after its charge finished.
+	RefundsBeforeCapture int64 `json:"refunds_before_capture"`
 	// InjectedErrors counts requests failed with 503 before any processing.
 	InjectedErrors int64 `json:"injected_errors"`
 	// LostResponses counts charges made whose response was dropped.
@@ -119,8 +130,9 @@ type Stats struct {
 	// DoubleCharges counts references with more than one successful charge.
 	// With callers that derive idempotency keys from the payment it is zero.
 	DoubleCharges int64 `json:"double_charges"`
-	// RateLimited counts charge requests refused with 429 because their
-	// merchant was over Config.MerchantRateLimit: nothing was charged.
+	// RateLimited counts requests (charges, authorizations, captures,
+	// refunds) refused with 429 because their merchant was over
+	// Config.MerchantRateLimit: nothing was done.
 	RateLimited int64 `json:"rate_limited"`
 	// CustomerOverlaps counts charge requests that arrived while another
 	// charge request of the same customer was still being answered.

@@ -34,12 +34,14 @@ func (e *Error) Error() string {
 
 // Retryable reports whether the same request may succeed later: server
 // errors, rate limits and a request with the same key still in progress
-// (not a capture refused as already captured or not capturable).
+// (not a capture refused as already captured or not capturable, nor a
+// refund refused as already refunded or not refundable).
 func (e *Error) Retryable() bool {
 	if e.StatusCode == http.StatusConflict {
 		// A capture refused because the charge is captured already, or
 		// cannot be, stays refused.
-		return e.Code != "already_captured" && e.Code != "not_capturable"
+		return e.Code != "already_captured" && e.Code != "not_capturable" &&
+			e.Code != "already_refunded" && e.Code != "not_refundable"
 	}
 	return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests
 }
@@ -172,16 +174,16 @@ func (c *Client) Lookup(ctx context.Context, key string) (*Charge, error) {
 	return &ch, nil
 }
 
-// Refund refunds a succeeded charge; refunding twice returns the refunded
-// charge again.
-func (c *Client) Refund(ctx context.Context, chargeID string) (*Charge, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/charges/"+url.PathEscape(chargeID)+"/refund", nil)
-	if err != nil {
-		return nil, fmt.Errorf("psp: build refund request: %w", err)
-	}
+// Refund refunds the captured charge chargeID under its own idempotency
+// key. The same key answers with the original refund; refunding under
+// another key a charge refunded already fails with a 409 *Error (Code
+// "already_refunded"), and a charge not captured with Code "not_refundable":
+// both final.
+func (c *Client) Refund(ctx context.Context, key, chargeID string) (*Charge, error) {
 	var ch Charge
-	if err := c.do(hreq, &ch); err != nil {
-		return nil, fmt.Errorf("refund %s: %w", chargeID, err)
+	// A body, as in Capture: no transparent resend by net/http.
+	if err := c.post(ctx, "/v1/charges/"+url.PathEscape(chargeID)+"/refund", key, []byte("{}"), &ch); err != nil {
+		return nil, fmt.Errorf("refund %s: %w", key, err)
 	}
 	return &ch, nil
 }

@@ -51,12 +51,27 @@ func TestIdempotentCharge(t *testing.T) {
 	if st := s.Stats(); st.DoubleCharges != 1 || s.CapturedFor("pay_1") != 2 {
 		t.Fatalf("after a charge under a second key: %+v, want the double charge detected", st)
 	}
-	refunded, err := c.Refund(ctx, first.ID)
+	refunded, err := c.Refund(ctx, "refund-pay_1", first.ID)
 	if err != nil || !refunded.Refunded {
 		t.Fatalf("refund = %+v, %v", refunded, err)
 	}
-	if again, err := c.Refund(ctx, first.ID); err != nil || !again.Refunded || s.Stats().Refunds != 1 {
-		t.Fatalf("second refund = %+v, %v, refunds %d; want one refund", again, err, s.Stats().Refunds)
+	if again, err := c.Refund(ctx, "refund-pay_1", first.ID); err != nil || !again.Refunded || s.Stats().Refunds != 1 || s.Stats().DoubleRefunds != 0 {
+		t.Fatalf("refund replayed with its key = %+v, %v, stats %+v; want one refund", again, err, s.Stats())
+	}
+	// Another key for a refunded charge is a double refund: refused, final, counted.
+	if _, err := c.Refund(ctx, "refund-again", first.ID); !errors.As(err, &perr) || perr.Code != "already_refunded" || psp.IsRetryable(err) {
+		t.Fatalf("refund under a second key = %v, want a final already_refunded", err)
+	}
+	// A charge not captured cannot be refunded: refused, final, counted.
+	auth, err := c.Authorize(ctx, "charge-pay_2", psp.ChargeRequest{Amount: 100, Currency: "EUR", Reference: "pay_2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refund(ctx, "refund-pay_2", auth.ID); !errors.As(err, &perr) || perr.Code != "not_refundable" || psp.IsRetryable(err) {
+		t.Fatalf("refund of an authorization = %v, want a final not_refundable", err)
+	}
+	if st := s.Stats(); st.Refunds != 1 || st.DoubleRefunds != 1 || st.RefundsBeforeCapture != 1 {
+		t.Fatalf("stats %+v: want 1 refund, 1 double refund, 1 refund before capture", st)
 	}
 }
 
@@ -151,6 +166,20 @@ func TestMerchantRateLimit(t *testing.T) {
 	}
 	if st := s.Stats(); st.RateLimited != 1 || st.Charges != 4 || s.CapturedFor("a3") != 0 {
 		t.Fatalf("stats %+v: want 1 rate-limited request, 4 charges, nothing for a3", st)
+	}
+	// Captures and refunds count against the merchant of their charge.
+	auth, err := c.Authorize(ctx, "charge-b2", psp.ChargeRequest{Amount: 100, Currency: "EUR", Reference: "b2", Merchant: "m-b"})
+	if err != nil {
+		t.Fatalf("authorization of m-b, its second request: %v", err)
+	}
+	if _, err := c.Capture(ctx, "capture-b2", auth.ID); !errors.As(err, &perr) || perr.StatusCode != 429 {
+		t.Fatalf("capture of m-b over its limit = %v, want 429", err)
+	}
+	if _, err := c.Refund(ctx, "refund-b2", auth.ID); !errors.As(err, &perr) || perr.StatusCode != 429 {
+		t.Fatalf("refund of m-b over its limit = %v, want 429", err)
+	}
+	if st := s.Stats(); st.RateLimited != 3 || st.Captures != 0 || st.RefundsBeforeCapture != 0 {
+		t.Fatalf("stats %+v: want 3 rate-limited requests, no capture, no refund seen", st)
 	}
 }
 

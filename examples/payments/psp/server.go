@@ -42,10 +42,12 @@ type Config struct {
 	SlowRate float64
 	// SlowDelay is the extra delay of slow requests; default 1 s.
 	SlowDelay time.Duration
-	// MerchantRateLimit, when positive, is the most charge requests per
-	// merchant (ChargeRequest.Merchant) in each fixed window of
-	// MerchantRatePeriod, aligned to the Unix epoch as Leasehold's
-	// KeyRateLimit windows are; requests over it get 429 and charge nothing.
+	// MerchantRateLimit, when positive, is the most requests per merchant
+	// (the ChargeRequest.Merchant of the charge or authorization) in each
+	// fixed window of MerchantRatePeriod, aligned to the Unix epoch as
+	// Leasehold's KeyRateLimit windows are. Charges, authorizations,
+	// captures and refunds count (lookups do not); requests over it get
+	// 429, counted in Stats.RateLimited, and change nothing.
 	MerchantRateLimit int
 	// MerchantRatePeriod is the window of MerchantRateLimit; default 1 s.
 	MerchantRatePeriod time.Duration
@@ -74,6 +76,8 @@ type Server struct {
 	// maps a capture's idempotency key to the charge it captures.
 	authorized  map[string]int
 	captureKeys map[string]*capture
+	// refundKeys maps a refund's idempotency key to the charge it refunds.
+	refundKeys map[string]string
 	// authorizeCalls and captureCalls count requests per reference.
 	authorizeCalls, captureCalls map[string]int
 	nextID                       int
@@ -117,7 +121,7 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, listener: ln, closed: make(chan struct{}),
 		byKey: map[string]*entry{}, byID: map[string]*entry{}, calls: map[string]int{}, captured: map[string]int{},
-		authorized: map[string]int{}, captureKeys: map[string]*capture{},
+		authorized: map[string]int{}, captureKeys: map[string]*capture{}, refundKeys: map[string]string{},
 		authorizeCalls: map[string]int{}, captureCalls: map[string]int{},
 		inFlight: map[string]int{}, windows: map[string]*rateWindow{},
 	}
@@ -413,6 +417,12 @@ func (s *Server) handleCapture(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
 		return
 	}
+	if s.overRate(e.req.Merchant) {
+		s.stats.RateLimited++
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for merchant "+e.req.Merchant)
+		return
+	}
 	c := e.charge
 	s.captureCalls[c.Reference]++
 	s.calls[key]++
@@ -514,7 +524,18 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &c)
 }
 
+// handleRefund refunds a captured charge under its own idempotency key.
+// The same key answers with the original refund; another key for a charge
+// refunded already is refused with 409 "already_refunded" and counted
+// (Stats.DoubleRefunds); a refund of a charge not captured (authorized,
+// being captured, declined) is refused with 409 "not_refundable" and
+// counted (Stats.RefundsBeforeCapture). Both refusals are final.
 func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return
+	}
 	id := r.PathValue("id")
 	s.mu.Lock()
 	e := s.byID[id]
@@ -523,19 +544,62 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
 		return
 	}
-	if e.charge.Status != StatusSucceeded {
+	if s.overRate(e.req.Merchant) {
+		s.stats.RateLimited++
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, "not_refundable", "charge "+id+" is "+string(e.charge.Status))
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for merchant "+e.req.Merchant)
 		return
 	}
-	// Refunding twice is a no-op that returns the refunded charge.
-	if !e.charge.Refunded {
-		e.charge.Refunded = true
-		s.stats.Refunds++
+	c := e.charge
+	s.calls[key]++
+	n := s.calls[key]
+	if s.roll("error", key, n) < s.cfg.ErrorRate {
+		s.stats.InjectedErrors++
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "injected error: try again")
+		return
 	}
-	c := *e.charge
+	if refunded, ok := s.refundKeys[key]; ok {
+		if refunded != id {
+			s.mu.Unlock()
+			writeError(w, http.StatusUnprocessableEntity, "idempotency_mismatch", "this idempotency key refunded another charge")
+			return
+		}
+		s.stats.Replays++
+		out := *c
+		s.mu.Unlock()
+		s.sleep(s.latency(key, n))
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeJSON(w, http.StatusOK, &out)
+		return
+	}
+	switch {
+	case c.Status != StatusSucceeded || e.capturing:
+		s.stats.RefundsBeforeCapture++
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "not_refundable", "charge "+id+" is "+string(c.Status)+", not captured")
+		return
+	case c.Refunded:
+		s.stats.DoubleRefunds++
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "already_refunded", "charge "+id+" is refunded already")
+		return
+	}
+	s.refundKeys[key] = id
+	c.Refunded = true
+	s.stats.Refunds++
+	out := *c
+	lost := s.roll("lost", key, n) < s.cfg.LostResponseRate
+	if lost {
+		s.stats.LostResponses++
+	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, &c)
+	s.sleep(s.latency(key, n))
+	if lost {
+		dropConnection(w)
+		return
+	}
+	writeJSON(w, http.StatusCreated, &out)
 }
 
 // apiError is the body of an error response.
