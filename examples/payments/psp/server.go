@@ -398,31 +398,44 @@ func dropConnection(w http.ResponseWriter) {
 	conn.Close()
 }
 
+// chargeCall starts a call on the charge named by the path: it needs an
+// idempotency key, a known charge and room in the charge's merchant rate
+// window. It returns with s.mu held, or, having answered the error, with
+// ok false and s.mu free.
+func (s *Server) chargeCall(w http.ResponseWriter, r *http.Request) (key string, e *entry, ok bool) {
+	key = r.Header.Get("Idempotency-Key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return "", nil, false
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	e = s.byID[id]
+	if e == nil {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
+		return "", nil, false
+	}
+	if s.overRate(e.req.Merchant) {
+		s.stats.RateLimited++
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for merchant "+e.req.Merchant)
+		return "", nil, false
+	}
+	return key, e, true
+}
+
 // handleCapture captures an authorized charge under its own idempotency
 // key: the money moves, once. The same key answers with the original
 // capture; another key for a charge captured or being captured is refused
 // with 409 and counted (Stats.DoubleCaptures): money never moves twice,
 // but the caller lost track of a capture it had made.
 func (s *Server) handleCapture(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+	key, e, ok := s.chargeCall(w, r)
+	if !ok {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	e := s.byID[id]
-	if e == nil {
-		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
-		return
-	}
-	if s.overRate(e.req.Merchant) {
-		s.stats.RateLimited++
-		s.mu.Unlock()
-		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for merchant "+e.req.Merchant)
-		return
-	}
 	c := e.charge
 	s.captureCalls[c.Reference]++
 	s.calls[key]++
@@ -531,25 +544,11 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 // being captured, declined) is refused with 409 "not_refundable" and
 // counted (Stats.RefundsBeforeCapture). Both refusals are final.
 func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+	key, e, ok := s.chargeCall(w, r)
+	if !ok {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	e := s.byID[id]
-	if e == nil {
-		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "not_found", "no charge "+id)
-		return
-	}
-	if s.overRate(e.req.Merchant) {
-		s.stats.RateLimited++
-		s.mu.Unlock()
-		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for merchant "+e.req.Merchant)
-		return
-	}
 	c := e.charge
 	s.calls[key]++
 	n := s.calls[key]
