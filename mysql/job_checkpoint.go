@@ -104,25 +104,13 @@ func (e *executor) JobStages(ctx context.Context, params *driver.JobStagesParams
 	return rows, nil
 }
 
-func scanDependency(s sqlbackend.RowScanner) (*leasetype.DependencyRow, error) {
-	var (
-		d        leasetype.DependencyRow
-		pSt, cSt string
-	)
-	if err := s.Scan(&d.Parent, &d.Child, &pSt, &cSt); err != nil {
-		return nil, err
-	}
-	d.ParentState, d.ChildState = leasetype.JobState(pSt), leasetype.JobState(cSt)
-	return &d, nil
-}
-
 func (e *executor) JobDependencies(ctx context.Context, params *driver.JobDependenciesParams) ([]*leasetype.DependencyRow, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
 	id := params.JobID
-	rows, err := sqlbackend.QueryAll(ctx, q, scanDependency, jobDependenciesSQL, id, id, id)
+	rows, err := sqlbackend.QueryAll(ctx, q, sqlbackend.ScanDependency, jobDependenciesSQL, id, id, id)
 	if err != nil {
 		return nil, fmt.Errorf("list dependencies of job %d: %w", id, translateError(err))
 	}
