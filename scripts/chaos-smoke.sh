@@ -34,5 +34,11 @@ for target in \
 	"./dashboard:FuzzDashboardRequests"; do
 	pkg="${target%%:*}"
 	name="${target##*:}"
-	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" | tail -n 1
+	# The last line on success; on failure what the fuzzer said (the
+	# failing input, its error, where it saved it), less the progress lines.
+	if ! out=$(go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+		printf '%s\n' "$out" | grep -v '^fuzz: elapsed' | tail -n 60
+		exit 1
+	fi
+	printf '%s\n' "$out" | tail -n 1
 done
