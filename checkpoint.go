@@ -154,9 +154,7 @@ func (c *clientCore) checkpoint(ctx context.Context, l *lease, exec driver.Execu
 	if !written {
 		c.stats.fencedWrites.Add(1)
 		lle := &LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: "checkpoint refused: the fencing token is no longer current, the lease owner changed or the lease expired"}
-		if l.lose(lle.Reason) {
-			c.stats.leasesLost.Add(1)
-		}
+		l.lose(lle.Reason)
 		return lle
 	}
 	if !inTx {

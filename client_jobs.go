@@ -71,8 +71,8 @@ func (c *Client[TTx]) CompleteTx(ctx context.Context, tx TTx, job *leasetype.Job
 	if len(written) == 0 {
 		c.core.stats.fencedWrites.Add(1)
 		lle := &LeaseLostError{JobID: job.ID, Token: job.LeaseToken, Reason: "completion refused: the fencing token is no longer current, the lease owner changed or the lease expired"}
-		if l != nil && l.lose(lle.Reason) {
-			c.core.stats.leasesLost.Add(1)
+		if l != nil {
+			l.lose(lle.Reason)
 		}
 		return lle
 	}

@@ -237,8 +237,6 @@ func (cf *txConfirmer) giveBack(rs []*finishRequest) {
 func (cf *txConfirmer) giveUp(l *lease, err error) {
 	cf.logger.Warn("leasehold: CompleteTx commit not confirmed before the lease ran out; the job is completed if it committed, else reclaimed when its lease expires",
 		"job_id", l.row.ID, "token", l.token, "error", err)
-	if l.lose("the CompleteTx commit could not be confirmed before the lease ran out") {
-		l.core.stats.leasesLost.Add(1)
-	}
+	l.lose("the CompleteTx commit could not be confirmed before the lease ran out")
 	l.end()
 }

@@ -90,7 +90,6 @@ func (h *heartbeater) enforceDeadlines(ctx context.Context) {
 					continue
 				}
 				if l.lose("the CompleteTx transaction was not committed within the lease (the database aborts it)") {
-					h.stats.leasesLost.Add(1)
 					h.logger.Warn("leasehold: lease lost, CompleteTx transaction not committed in time", "job_id", l.row.ID, "token", l.token)
 				}
 				continue
@@ -101,7 +100,6 @@ func (h *heartbeater) enforceDeadlines(ctx context.Context) {
 				continue
 			}
 			if l.lose("no successful renewal before the local deadline (database unreachable or slow)") {
-				h.stats.leasesLost.Add(1)
 				h.logger.Warn("leasehold: lease lost at local deadline", "job_id", l.row.ID, "token", l.token)
 			}
 		}
@@ -178,7 +176,6 @@ func (h *heartbeater) tick(ctx context.Context, held []*lease) (time.Time, []*le
 			continue
 		}
 		if l.lose("renewal refused: the fencing token is no longer current, the lease owner changed or the lease expired") {
-			h.stats.leasesLost.Add(1)
 			h.stats.fencedWrites.Add(1)
 			h.logger.Warn("leasehold: lease lost, renewal refused", "job_id", l.row.ID, "token", l.token)
 		}

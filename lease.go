@@ -133,12 +133,18 @@ func (l *lease) interrupt(cause error) {
 }
 
 // lose marks the lease lost and cancels the handler with a *LeaseLostError.
-// It reports whether this call was the one that lost it.
+// It reports whether this call was the one that lost it, and then counts
+// it in Stats.LeasesLost.
 func (l *lease) lose(reason string) bool {
 	if !l.lost.CompareAndSwap(false, true) {
 		return false
 	}
 	l.interrupt(&LeaseLostError{JobID: l.row.ID, Token: l.token, Reason: reason})
+	// Counted before the event is sent: a subscriber that sees the event
+	// sees it in Stats.LeasesLost.
+	if l.core != nil {
+		l.core.stats.leasesLost.Add(1)
+	}
 	l.lostEvent(reason)
 	return true
 }
@@ -148,9 +154,7 @@ func (l *lease) lose(reason string) bool {
 func (l *lease) supersede(next *lease) {
 	l.superseded.Store(true)
 	reason := fmt.Sprintf("the database granted this job to this client again (token %d): it forgot this lease, as after a failover that rolled it back", next.token)
-	if l.lose(reason) {
-		l.core.stats.leasesLost.Add(1)
-	}
+	l.lose(reason)
 	l.core.logger.Error("leasehold: lease superseded: the database granted a job this client holds to it again; the older handler is cancelled and writes nothing",
 		"job_id", l.row.ID, "token", l.token, "new_token", next.token)
 }
@@ -180,9 +184,7 @@ func (l *lease) outcomeWritten(err error) {
 	if err != nil {
 		if IsLeaseLost(err) {
 			c.stats.fencedWrites.Add(1)
-			if l.lose("outcome refused") {
-				c.stats.leasesLost.Add(1)
-			}
+			l.lose("outcome refused")
 			c.logger.Warn("leasehold: job outcome not written, lease lost", "job_id", l.row.ID, "token", l.token, "error", err)
 		}
 		return
