@@ -323,21 +323,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, authorizeOnly bo
 	e := &entry{charge: c, req: req, authorization: authorizeOnly}
 	s.byKey[key], s.byID[c.ID] = e, e
 	s.charges = append(s.charges, c)
-	slow := s.roll("slow", key, n) < s.cfg.SlowRate
-	if slow {
-		s.stats.SlowResponses++
-	}
-	s.mu.Unlock()
-
 	// Processing does not stop when the caller gives up: a real processor
 	// finishes what it started.
-	delay := s.latency(key, n)
-	if slow {
-		delay += s.cfg.SlowDelay
-	}
-	s.sleep(delay)
-
-	s.mu.Lock()
+	s.process(key, n)
 	if s.roll("decline", req.Reference) < s.cfg.DeclineRate {
 		c.Status, c.DeclineCode = StatusDeclined, "card_declined"
 		s.stats.Declines++
@@ -396,6 +384,23 @@ func dropConnection(w http.ResponseWriter) {
 		return
 	}
 	conn.Close()
+}
+
+// process takes the time a call of key (its n-th) takes at the
+// processor, sometimes slow: called and returning with s.mu held, it
+// releases it meanwhile.
+func (s *Server) process(key string, n int) {
+	slow := s.roll("slow", key, n) < s.cfg.SlowRate
+	if slow {
+		s.stats.SlowResponses++
+	}
+	s.mu.Unlock()
+	delay := s.latency(key, n)
+	if slow {
+		delay += s.cfg.SlowDelay
+	}
+	s.sleep(delay)
+	s.mu.Lock()
 }
 
 // chargeCall starts a call on the charge named by the path: it needs an
@@ -478,19 +483,7 @@ func (s *Server) handleCapture(w http.ResponseWriter, r *http.Request) {
 	cp := &capture{chargeID: id}
 	s.captureKeys[key] = cp
 	e.capturing = true
-	slow := s.roll("slow", key, n) < s.cfg.SlowRate
-	if slow {
-		s.stats.SlowResponses++
-	}
-	s.mu.Unlock()
-
-	delay := s.latency(key, n)
-	if slow {
-		delay += s.cfg.SlowDelay
-	}
-	s.sleep(delay)
-
-	s.mu.Lock()
+	s.process(key, n)
 	c.Status = StatusSucceeded
 	e.capturing, cp.done = false, true
 	s.captured[c.Reference]++
