@@ -3,6 +3,7 @@ package mysql
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,55 +13,112 @@ import (
 	"github.com/leasehold/leasehold/leasetype"
 )
 
-// jobClaimKeyedRankSQLFormat picks the jobs a keyed claim may take, in a
-// consistent read (fresh in the limited claim's READ COMMITTED transaction,
-// after the limit rows are locked, so it sees every claim committed before).
+// A keyed claim walks the keys of the queue's claimable jobs in key order
+// on leasehold_job_key_claim_idx (claim_queue, flow_key, priority,
+// scheduled_at, id), a batch of keys per statement, from the key_cursor of
+// a limit row (keyCursorRow), and stops when it has found Max keys with a
+// free slot and a claimable job, when it is back at the cursor, or after
+// Max + 256 keys; so its cost grows with the keys it visits and the jobs
+// it reads for them, not with the backlog. Its statements run in the
+// limited claim's READ COMMITTED transaction, after the limit rows are
+// locked, so each sees every claim committed before, and no other keyed
+// claim of the queue (or of a key-limited kind) runs between its counts and
+// its update.
 //
-// cand holds the claimable jobs of the queue (?1, ?2 for the paused test,
-// then the kind filter, the %s, with its arguments), less the sequenced
-// jobs that must wait: one whose sequence has a running job, or an earlier
-// job that is unfinished, stuck, or (unless its kind is in the second %s)
-// discarded or cancelled. Each gets its rank within its key (NULL keys form
-// one group) in claim order. used holds, for each key in cand, its running
-// jobs with an unexpired lease in the queue and of one kind in every queue
-// (each counted only when its limit is set), and its starts in the rate
-// window. A keyed job is picked while its rank fits under every limit;
-// fairness orders by rank plus the key's running jobs (a key with jobs
-// running ranks behind one with none, so small claims rotate too), then
-// claim order.
-const jobClaimKeyedRankSQLFormat = `WITH cand AS (
-	SELECT j.id, j.flow_key, j.priority, j.scheduled_at,
-		ROW_NUMBER() OVER (PARTITION BY j.flow_key ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
-	FROM leasehold_job j
-	WHERE j.claim_queue = ? AND j.scheduled_at <= ` + nowExpr + `
-		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
+// It is a loop of short indexed statements, not one recursive statement:
+// MariaDB 10.11 has no LATERAL, and the one-row probes a recursive CTE
+// would make per key are dependent subqueries, which the optimizer plans
+// once: one that looks for the first key after the outer row's reads the
+// queue's index entries from its first (ref on claim_queue, then a filter
+// on flow_key; two such probes read 101,020 entries of a 200,000-job
+// queue). The statements of the loop seek with their arguments: a range on
+// the index from the last key walked. A batch costs a round trip (about
+// 0.1 ms on loopback), a per-key probe in one statement far less, so a
+// batch asks for about as many keys as the claim still needs.
+
+// keyWalkSQLFormat is one batch of the walk: the keys of queue ?1's
+// claimable jobs after the second argument (and, when the first %s is
+// set, up to the third: the second pass, after wrapping round), at most
+// the last argument of them, read from at most the argument before it
+// index entries (so a key with a large backlog costs one batch, not its
+// backlog: the next batch starts after it). For each key it returns the
+// entries read, its running jobs with an unexpired lease in the queue
+// (counted when the queue key limit or fairness is set) and of one kind in
+// every queue (when that kind's key limit is set), its starts in the rate
+// window (when a rate is set), and its first claimable job in claim order
+// (keyedClaimableSQLFormat, the second %s). The dependent subqueries look
+// the key up by equality (ref access on the running index, the window's
+// primary key, the key index).
+const keyWalkSQLFormat = `SELECT k.flow_key, k.n,
+	IF(? > 0 OR ?, (SELECT COUNT(*) FROM leasehold_job r FORCE INDEX (leasehold_job_running_flow_key_idx)
+		WHERE r.running_flow_key = k.flow_key AND r.running_queue = ?
+			AND r.lease_until > ` + nowExpr + `), 0),
+	IF(? > 0, (SELECT COUNT(*) FROM leasehold_job r FORCE INDEX (leasehold_job_running_flow_key_idx)
+		WHERE r.running_flow_key = k.flow_key AND r.running_kind = ?
+			AND r.lease_until > ` + nowExpr + `), 0),
+	IF(? > 0, COALESCE((SELECT w.window_count FROM leasehold_key_window w
+		WHERE w.scope = ? AND w.name = ? AND w.flow_key = k.flow_key
+			AND w.window_start = CAST(? AS DATETIME(6))), 0), 0),
+	(SELECT j.id FROM leasehold_job j FORCE INDEX (leasehold_job_key_claim_idx)
+		WHERE j.claim_queue = ? AND j.flow_key = k.flow_key%[2]s
+		ORDER BY j.priority, j.scheduled_at, j.id LIMIT 1)
+FROM (SELECT e.flow_key, COUNT(*) AS n
+	FROM (SELECT flow_key FROM leasehold_job FORCE INDEX (leasehold_job_key_claim_idx)
+		WHERE claim_queue = ? AND flow_key > ?%[1]s
+		ORDER BY flow_key LIMIT ?) AS e
+	GROUP BY e.flow_key ORDER BY e.flow_key LIMIT ?) AS k
+ORDER BY k.flow_key`
+
+// keyWalkUpToSQL bounds the second pass of the walk at the cursor.
+const keyWalkUpToSQL = ` AND flow_key <= ?`
+
+// keyedClaimableSQLFormat filters a keyed claim's jobs, alias j, already
+// of the queue and claimable (claim_queue): scheduled by now, the kind
+// filter (the first %s, claimKindFilter's), less the sequenced jobs that
+// must wait: one whose sequence has a running job, or an earlier job that
+// is unfinished, stuck, or (unless its kind continues, the second %s)
+// discarded or cancelled.
+const keyedClaimableSQLFormat = ` AND j.scheduled_at <= ` + nowExpr + `%s
 		AND (j.sequence_key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM leasehold_job p
+			SELECT 1 FROM leasehold_job p FORCE INDEX (leasehold_job_sequence_idx)
 			WHERE p.sequence_key = j.sequence_key AND p.id <> j.id
 				AND (p.state = 'running'
 					OR p.id < j.id AND (p.state IN ('available', 'scheduled', 'retryable', 'stuck')
-						OR p.state IN ('discarded', 'cancelled') AND %s))))
-),
-used AS (
-	SELECT k.flow_key,
-		IF(? > 0 OR ?, (SELECT COUNT(*) FROM leasehold_job r
-			WHERE r.running_flow_key = k.flow_key AND r.running_queue = ?
-				AND r.lease_until > ` + nowExpr + `), 0) AS queue_running,
-		IF(? > 0, (SELECT COUNT(*) FROM leasehold_job r
-			WHERE r.running_flow_key = k.flow_key AND r.running_kind = ?
-				AND r.lease_until > ` + nowExpr + `), 0) AS kind_running,
-		IF(? > 0, COALESCE((SELECT w.window_count FROM leasehold_key_window w
-			WHERE w.scope = ? AND w.name = ? AND w.flow_key = k.flow_key
-				AND w.window_start = CAST(? AS DATETIME(6))), 0), 0) AS window_used
-	FROM (SELECT DISTINCT flow_key FROM cand WHERE flow_key IS NOT NULL) AS k
-)
-SELECT c.id
-FROM cand c LEFT JOIN used u ON u.flow_key = c.flow_key
-WHERE c.flow_key IS NULL OR (
-	(? = 0 OR c.key_rank <= ? - u.queue_running)
-	AND (? = 0 OR c.key_rank <= ? - u.kind_running)
-	AND (? = 0 OR c.key_rank <= ? - u.window_used))
-ORDER BY IF(?, c.key_rank + COALESCE(u.queue_running, 0), 0), c.priority, c.scheduled_at, c.id
+						OR p.state IN ('discarded', 'cancelled') AND %s))))`
+
+// keyCursorReadSQL reads the walk's start: the key cursor of a limit row
+// (scope, name; "" when there is none), and whether the queue is paused.
+const keyCursorReadSQL = `SELECT
+	COALESCE((SELECT key_cursor FROM leasehold_limit WHERE scope = ? AND name = ?), ''),
+	EXISTS (SELECT 1 FROM leasehold_queue WHERE name = ? AND paused_at IS NOT NULL)`
+
+// keyCursorSetSQL moves the key cursor of limit row (scope, name) to the
+// last key a keyed claim walked. A claim that locked no limit row (a
+// driver caller's) finds none and keeps no cursor.
+const keyCursorSetSQL = `UPDATE leasehold_limit SET key_cursor = ? WHERE scope = ? AND name = ?`
+
+// keyPoolFirstSQLFormat reads the picks' order columns of the first jobs
+// the walk found, by ID (the %s).
+const keyPoolFirstSQLFormat = `(SELECT j.id, j.flow_key, j.priority, j.scheduled_at FROM leasehold_job j
+	WHERE j.id IN (%s))`
+
+// keyPoolKeySQLFormat reads the first jobs in claim order, at most the
+// last argument, of one key of queue ?1 (flow_key = ?, or the jobs without
+// a key with the first %s IS NULL), filtered by keyedClaimableSQLFormat
+// (the second %s): a range of the key index.
+const keyPoolKeySQLFormat = `(SELECT j.id, j.flow_key, j.priority, j.scheduled_at
+	FROM leasehold_job j FORCE INDEX (leasehold_job_key_claim_idx)
+	WHERE j.claim_queue = ? AND j.flow_key %s%s
+	ORDER BY j.priority, j.scheduled_at, j.id LIMIT ?)`
+
+// jobClaimSequencedSQLFormat picks the jobs of a keyed claim without key
+// limits, rate or fairness (only sequences to honour): the plain claim's
+// ordered scan of queue ?1 (not paused, ?2) with the sequence filter (%s,
+// keyedClaimableSQLFormat), at most the last argument.
+const jobClaimSequencedSQLFormat = `SELECT j.id FROM leasehold_job j FORCE INDEX (leasehold_job_claim_idx)
+WHERE j.claim_queue = ?
+	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
+ORDER BY j.priority, j.scheduled_at, j.id
 LIMIT ?`
 
 // jobClaimKeyedPickSQLFormat locks the ranked jobs (the %s: their IDs) that
@@ -139,9 +197,12 @@ FROM (SELECT queue, flow_key, count(*) AS n FROM leasehold_job
 GROUP BY queue
 ORDER BY queue`
 
-// JobClaimKeyed leases jobs with per-key flow control: a consistent read
-// ranks and picks them, a locking read locks those still claimable, one
-// UPDATE leases them (as JobClaim's) and a read returns them.
+// JobClaimKeyed leases jobs with per-key flow control: the key walk
+// (keyWalk) or, without key limits, rate or fairness, the sequenced claim
+// picks them, a locking read locks those still claimable, one UPDATE
+// leases them (as JobClaim's) and a read returns them. The walk's cursor
+// is written before the lease: in the driver's transaction the caller rolls
+// back after any error, elsewhere a savepoint undoes both.
 func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
 	if err := e.open(); err != nil {
 		return nil, err
@@ -153,32 +214,7 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 	if params.KindKeyLimit > 0 && len(c.Kinds) != 1 {
 		return nil, fmt.Errorf("claim keyed jobs: KindKeyLimit needs exactly one kind, got %d", len(c.Kinds))
 	}
-	filter, filterArgs := claimKindFilter(c.Kinds, c.ExcludeKinds)
-	filter = strings.ReplaceAll(filter, " kind ", " j.kind ")
-	continueExpr, continueArgs := "TRUE", []any{}
-	if len(params.SequenceContinueKinds) > 0 {
-		continueExpr = "j.kind NOT IN (" + placeholders(len(params.SequenceContinueKinds)) + ")"
-		for _, k := range params.SequenceContinueKinds {
-			continueArgs = append(continueArgs, k)
-		}
-	}
-	kind := ""
-	if len(c.Kinds) == 1 {
-		kind = c.Kinds[0]
-	}
-	var (
-		scope, name string
-		start       any
-		rate        int
-	)
-	if r := params.KeyRate; r != nil {
-		scope, name, rate, start = r.Scope.Scope, r.Scope.Name, r.Limit, timeArg(&r.WindowStart)
-	}
-	rankArgs := append([]any{c.Queue, c.Queue}, filterArgs...)
-	rankArgs = append(rankArgs, continueArgs...)
-	rankArgs = append(rankArgs, params.KeyLimit, params.Fair, c.Queue, params.KindKeyLimit, kind, rate, scope, name, start,
-		params.KeyLimit, params.KeyLimit, params.KindKeyLimit, params.KindKeyLimit, rate, rate, params.Fair, c.Max)
-	rank := fmt.Sprintf(jobClaimKeyedRankSQLFormat, filter, continueExpr)
+	w := newKeyWalk(params)
 
 	ttlKinds := make([]string, 0, len(c.KindLeaseTTL))
 	for k := range c.KindLeaseTTL {
@@ -207,7 +243,17 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 	var jobs []*leasetype.JobRow
 	err := e.writeInDriverTx(ctx, func(q querier) error {
 		jobs = []*leasetype.JobRow{}
-		ranked, err := sqlbackend.QueryAll(ctx, q, scanID, rank, rankArgs...)
+		var (
+			ranked []int64
+			err    error
+		)
+		if w.keyed() {
+			ranked, err = w.pick(ctx, q)
+		} else {
+			args := append([]any{c.Queue, c.Queue}, w.claimableArgs...)
+			ranked, err = sqlbackend.QueryAll(ctx, q, scanID,
+				fmt.Sprintf(jobClaimSequencedSQLFormat, w.claimable), append(args, c.Max)...)
+		}
 		if err != nil || len(ranked) == 0 {
 			return err
 		}
@@ -241,6 +287,273 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, nil
+}
+
+// keyWalk is one keyed claim's walk of the keys and its picks (see the
+// comment above keyWalkSQLFormat).
+type keyWalk struct {
+	p      *driver.JobClaimKeyedParams
+	c      *driver.JobClaimParams
+	cursor driver.LimitKey
+	// claimable is keyedClaimableSQLFormat filled in, with its arguments.
+	claimable     string
+	claimableArgs []any
+	// kind is the claim's one kind ("" for several), the rate window's
+	// scope, start and limit (zero: none).
+	kind, scope, name string
+	start             any
+	rate              int
+}
+
+// keyVisit is a key the walk visited: its running jobs in the queue and
+// of the kind, its starts in the rate window, its first claimable job.
+type keyVisit struct {
+	key                             string
+	queueRunning, kindRunning, used int64
+	first                           sql.NullInt64
+}
+
+// keyPick is a job a keyed claim may pick, with its rank within its key
+// (jobs without a key are one group, counted with no running jobs).
+type keyPick struct {
+	id           int64
+	key          sql.NullString
+	priority     int
+	scheduledAt  dbTime
+	rank, queued int64
+}
+
+func newKeyWalk(p *driver.JobClaimKeyedParams) *keyWalk {
+	c := p.Claim
+	w := &keyWalk{p: p, c: c, cursor: keyCursorRow(c)}
+	filter, filterArgs := claimKindFilter(c.Kinds, c.ExcludeKinds)
+	filter = strings.ReplaceAll(filter, " kind ", " j.kind ")
+	continueExpr := "TRUE"
+	w.claimableArgs = filterArgs
+	if len(p.SequenceContinueKinds) > 0 {
+		continueExpr = "j.kind NOT IN (" + placeholders(len(p.SequenceContinueKinds)) + ")"
+		for _, k := range p.SequenceContinueKinds {
+			w.claimableArgs = append(w.claimableArgs, k)
+		}
+	}
+	w.claimable = fmt.Sprintf(keyedClaimableSQLFormat, filter, continueExpr)
+	if len(c.Kinds) == 1 {
+		w.kind = c.Kinds[0]
+	}
+	if r := p.KeyRate; r != nil {
+		w.scope, w.name, w.rate, w.start = r.Scope.Scope, r.Scope.Name, r.Limit, timeArg(&r.WindowStart)
+	}
+	return w
+}
+
+// keyed reports whether the claim needs the walk: without key limits,
+// rate or fairness it has only sequences to honour.
+func (w *keyWalk) keyed() bool {
+	return w.p.Fair || w.p.KeyLimit > 0 || w.p.KindKeyLimit > 0 || w.rate > 0
+}
+
+// slots is how many jobs key v may start: what the queue key limit, the
+// kind key limit and the rate leave it, at most Max.
+func (w *keyWalk) slots(v *keyVisit) int64 {
+	s := int64(w.c.Max)
+	for _, l := range []struct{ limit, used int64 }{
+		{int64(w.p.KeyLimit), v.queueRunning}, {int64(w.p.KindKeyLimit), v.kindRunning}, {int64(w.rate), v.used},
+	} {
+		if l.limit > 0 {
+			s = min(s, l.limit-l.used)
+		}
+	}
+	return s
+}
+
+// found reports whether key v counts towards the claim's keys: it has a
+// claimable job and a free slot.
+func (w *keyWalk) found(v *keyVisit) bool { return v.first.Valid && w.slots(v) > 0 }
+
+// pick walks the keys, moves the cursor to the last one, and returns the
+// IDs of the jobs to claim in pick order: with fairness round-robin across
+// the visited keys (by rank within the key plus the key's running jobs, a
+// key with jobs running behind one with none), then claim order; without,
+// claim order.
+func (w *keyWalk) pick(ctx context.Context, q querier) ([]int64, error) {
+	var (
+		cursor string
+		paused bool
+	)
+	if err := q.QueryRowContext(ctx, keyCursorReadSQL, w.cursor.Scope, w.cursor.Name, w.c.Queue).Scan(&cursor, &paused); err != nil {
+		return nil, fmt.Errorf("read key cursor: %w", err)
+	}
+	if paused {
+		return nil, nil
+	}
+	visits, err := w.walk(ctx, q, cursor)
+	if err != nil {
+		return nil, err
+	}
+	if len(visits) > 0 {
+		if _, err := q.ExecContext(ctx, keyCursorSetSQL, visits[len(visits)-1].key, w.cursor.Scope, w.cursor.Name); err != nil {
+			return nil, fmt.Errorf("move key cursor: %w", err)
+		}
+	}
+
+	// A key needs no more jobs read than the ranks below the Max-th
+	// smallest running count of the keys found, plus one: Max jobs rank
+	// at or before that round.
+	maxInt := int64(w.c.Max)
+	top := int64(1) << 62
+	var running []int64
+	for i := range visits {
+		if w.found(&visits[i]) {
+			running = append(running, visits[i].queueRunning)
+		}
+	}
+	if w.p.Fair && len(running) >= w.c.Max {
+		slices.Sort(running)
+		top = running[w.c.Max-1] + 1
+	}
+	var (
+		parts    []string
+		args     []any
+		firstIDs []int64
+		queued   = map[string]int64{}
+		caps     = map[string]int64{}
+	)
+	for i := range visits {
+		v := &visits[i]
+		capacity := min(w.slots(v), top-v.queueRunning)
+		if !v.first.Valid || capacity < 1 {
+			continue
+		}
+		queued[v.key], caps[v.key] = v.queueRunning, capacity
+		if capacity == 1 {
+			firstIDs = append(firstIDs, v.first.Int64)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf(keyPoolKeySQLFormat, "= ?", w.claimable))
+		args = append(append(append(args, w.c.Queue, v.key), w.claimableArgs...), capacity)
+	}
+	unkeyedCap := min(maxInt, top)
+	parts = append(parts, fmt.Sprintf(keyPoolKeySQLFormat, "IS NULL", w.claimable))
+	args = append(append(append(args, w.c.Queue), w.claimableArgs...), unkeyedCap)
+	if len(firstIDs) > 0 {
+		parts = append([]string{fmt.Sprintf(keyPoolFirstSQLFormat, placeholders(len(firstIDs)))}, parts...)
+		args = append(idArgs(firstIDs), args...)
+	}
+	pool, err := sqlbackend.QueryAll(ctx, q, func(s sqlbackend.RowScanner) (keyPick, error) {
+		var p keyPick
+		err := s.Scan(&p.id, &p.key, &p.priority, &p.scheduledAt)
+		return p, err
+	}, strings.Join(parts, "\nUNION ALL\n"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the visited keys' jobs: %w", err)
+	}
+
+	claimOrder := func(a, b keyPick) int {
+		return cmp.Or(cmp.Compare(a.priority, b.priority),
+			a.scheduledAt.Time.Compare(b.scheduledAt.Time), cmp.Compare(a.id, b.id))
+	}
+	slices.SortFunc(pool, claimOrder)
+	ranks := map[sql.NullString]int64{}
+	kept := pool[:0]
+	for _, p := range pool {
+		ranks[p.key]++
+		p.rank = ranks[p.key]
+		if p.key.Valid {
+			p.queued = queued[p.key.String]
+			if p.rank > caps[p.key.String] {
+				continue
+			}
+		}
+		kept = append(kept, p)
+	}
+	if w.p.Fair {
+		slices.SortStableFunc(kept, func(a, b keyPick) int { return cmp.Compare(a.rank+a.queued, b.rank+b.queued) })
+	}
+	ids := make([]int64, 0, min(len(kept), w.c.Max))
+	for _, p := range kept[:min(len(kept), w.c.Max)] {
+		ids = append(ids, p.id)
+	}
+	return ids, nil
+}
+
+// walk visits the keys after cursor, then from the first key up to the
+// cursor, a batch per statement (keyWalkSQLFormat), until it has found
+// Max keys, visited Max + 256, or is back at the cursor.
+func (w *keyWalk) walk(ctx context.Context, q querier, cursor string) ([]keyVisit, error) {
+	maxKeys, budget := w.c.Max, w.c.Max+256
+	var (
+		visits  []keyVisit
+		found   int
+		after   = cursor
+		wrapped = cursor == ""
+		// perKey is the index entries a batch reads for each key it
+		// returns: a guess, then what the batch before read.
+		perKey = int64(4)
+	)
+	for found < maxKeys && len(visits) < budget {
+		// About as many keys as the claim still needs: a key too many costs
+		// its probes, a batch too few a round trip. Every entry read costs
+		// its copy into the batch's derived table and its grouping.
+		want := min(budget-len(visits), maxKeys-found+maxKeys/8+8)
+		entries := min(max(perKey*int64(want), 64), 8192)
+		upTo := ""
+		args := []any{w.p.KeyLimit, w.p.Fair, w.c.Queue, w.p.KindKeyLimit, w.kind, w.rate, w.scope, w.name, w.start, w.c.Queue}
+		args = append(args, w.claimableArgs...)
+		args = append(args, w.c.Queue, after)
+		if wrapped && cursor != "" {
+			upTo = keyWalkUpToSQL
+			args = append(args, cursor)
+		}
+		args = append(args, entries, want)
+		var read int64
+		batch, err := sqlbackend.QueryAll(ctx, q, func(s sqlbackend.RowScanner) (keyVisit, error) {
+			var (
+				v keyVisit
+				n int64
+			)
+			err := s.Scan(&v.key, &n, &v.queueRunning, &v.kindRunning, &v.used, &v.first)
+			read += n
+			return v, err
+		}, fmt.Sprintf(keyWalkSQLFormat, upTo, w.claimable), args...)
+		if err != nil {
+			return nil, fmt.Errorf("walk the keys: %w", err)
+		}
+		for i := range batch {
+			visits = append(visits, batch[i])
+			if w.found(&batch[i]) {
+				found++
+			}
+			if found == maxKeys || len(visits) == budget {
+				return visits, nil
+			}
+		}
+		if len(batch) > 0 {
+			after = batch[len(batch)-1].key
+			perKey = read/int64(len(batch)) + 1
+		}
+		if len(batch) < want && read < entries {
+			// The end of the keys (of the second pass: the cursor).
+			if wrapped {
+				break
+			}
+			wrapped, after = true, ""
+		}
+	}
+	return visits, nil
+}
+
+// keyCursorRow names the limit row that keeps a keyed claim's key cursor:
+// the kind's for a claim of one kind, which a client runs for a kind with
+// a limit of its own, in the same transaction as the claim of the queue's
+// other kinds; the queue's for that claim and any other. So each claim
+// statement goes round the keys on its own: with one cursor, the one
+// that runs first could walk, claim after claim, the keys whose jobs only
+// the second one takes.
+func keyCursorRow(c *driver.JobClaimParams) driver.LimitKey {
+	if len(c.Kinds) == 1 {
+		return driver.LimitKey{Scope: driver.LimitScopeKind, Name: c.Kinds[0]}
+	}
+	return driver.LimitKey{Scope: driver.LimitScopeQueue, Name: c.Queue}
 }
 
 // scanID reads a row of one BIGINT column.

@@ -39,6 +39,7 @@ func exerciseDriver[TTx any](t *testing.T, b Backend[TTx]) {
 		{"Stats", exerciseStats[TTx]},
 		{"Queue", exerciseQueue[TTx]},
 		{"Flow", exerciseFlow[TTx]},
+		{"Keys", exerciseKeys[TTx]},
 		{"Cancel", exerciseCancel[TTx]},
 		{"Prune", exercisePrune[TTx]},
 		{"Leader", exerciseLeader[TTx]},
