@@ -323,19 +323,20 @@ flow_key and sequence_key columns. A queue whose client sets any key
 option (QueueConfig.KeyLimit, KeyRateLimit, Fair, Sequenced, or a worker's
 KeyLimit, SequenceBy or SequencePolicy) is claimed by the keyed claim, in
 the limited claim's transaction described above: the queue's limit row is
-locked (and the kind's, for a kind's KeyLimit), then one statement ranks
+locked (and the kind's, for a kind's KeyLimit), then the claim ranks
 claimable jobs within their key, counts each key's running jobs with an
 unexpired lease and its starts in the current rate window, and leases
-only the jobs that fit. On SQLite and MySQL/MariaDB it ranks every
-claimable job of the queue. On Postgres it ranks only the keys it visits:
-it walks the keys of the queue's claimable jobs in key order (a skip scan
-of an index), starting after the last key the queue's previous keyed
-claim visited (the kind's, for the claim of a kind with a limit of its
-own) and wrapping round, until it has found as many keys with a free slot
-and a claimable job as the claim may take (or has visited every key, or
-that many plus 256), and reads each visited key's first jobs; jobs
-without a key are read in claim order as one more group. What it
-guarantees, on the database clock, for clients configured alike:
+only the jobs that fit (one statement on Postgres, a few on SQLite and
+MySQL/MariaDB). It ranks only the keys it visits: it walks the keys of
+the queue's claimable jobs in key order (a skip scan of an index; on
+MySQL/MariaDB a batch of keys per statement), starting after the last
+key the queue's previous keyed claim visited (the kind's, for the claim
+of a kind with a limit of its own) and wrapping round, until it has
+found as many keys with a free slot and a claimable job as the claim may
+take (or has visited every key, or that many plus 256), and reads each
+visited key's first jobs; jobs without a key are read in claim order as
+one more group. What it guarantees, on the database clock, for clients
+configured alike:
 
   - KeyLimit: at most N running jobs with one key in the queue
     (QueueConfig.KeyLimit) or of the kind in every queue
@@ -355,8 +356,8 @@ guarantees, on the database clock, for clients configured alike:
     key's second, and a key with jobs running ranks behind a key with none:
     one key's backlog cannot starve the others. Priority orders jobs only
     within a key and among jobs of equal rank; jobs without a key form one
-    group. On Postgres all of this holds among the keys the claim
-    visited (above), not the whole queue: the walk goes round every key
+    group. All of this holds among the keys the claim visited
+    (above), not the whole queue: the walk goes round every key
     with claimable jobs in turn across claims, so every key is visited
     once per round of the walk however large the other keys' backlogs,
     and a visited key gets a job in that claim unless the claim fills with

@@ -33,8 +33,8 @@ type JobClaimKeyedParams struct {
 	// running jobs in the queue, then in claim order. Jobs without a key
 	// form one group of their own, counted with no running jobs. A driver
 	// may rank only the keys one claim visits, provided successive claims
-	// go round every key with claimable jobs (Postgres walks the keys from
-	// a cursor kept with the limit rows; SQLite and MySQL rank every key).
+	// go round every key with claimable jobs (every backend walks the keys
+	// from a cursor kept with the limit rows).
 	Fair bool
 	// SequenceContinueKinds are the kinds whose sequenced jobs may start
 	// after a discarded or cancelled predecessor; for other kinds such a

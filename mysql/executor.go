@@ -116,13 +116,14 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 	}
 }
 
-// writeInDriverTx runs fn, which makes at most one write statement, its
-// last or followed only by reads: in a transaction the driver began (see
-// executor.driverTx) directly on it, elsewhere as write does. A savepoint
-// would only undo the write when a read after it fails, and the caller of
-// such a transaction (the client) rolls it back after any error; skipping
-// it saves two round trips, which matters in a claim that holds a limit
-// lock. In a user's transaction the savepoint stays.
+// writeInDriverTx runs fn (a claim, or a write in a claim's transaction)
+// in a transaction the driver began (see executor.driverTx) directly on
+// it, elsewhere as write does. A savepoint would only undo fn's writes
+// (the leases; a keyed claim's key cursor before them) when a statement
+// after them fails, and the caller of such a transaction (the client)
+// rolls it back after any error; skipping it saves two round trips, which
+// matters in a claim that holds a limit lock. In a user's transaction the
+// savepoint stays.
 func (e *executor) writeInDriverTx(ctx context.Context, fn func(q querier) error) error {
 	if !e.driverTx {
 		return e.write(ctx, fn)

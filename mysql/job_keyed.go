@@ -27,28 +27,36 @@ import (
 //
 // It is a loop of short indexed statements, not one recursive statement:
 // MariaDB 10.11 has no LATERAL, and the one-row probes a recursive CTE
-// would make per key are dependent subqueries, which the optimizer plans
-// once: one that looks for the first key after the outer row's reads the
-// queue's index entries from its first (ref on claim_queue, then a filter
-// on flow_key; two such probes read 101,020 entries of a 200,000-job
-// queue). The statements of the loop seek with their arguments: a range on
-// the index from the last key walked. A batch costs a round trip (about
-// 0.1 ms on loopback), a per-key probe in one statement far less, so a
-// batch asks for about as many keys as the claim still needs.
+// would make per key are dependent subqueries, which get no range access
+// from the outer row: one that looks for the first key after the outer
+// row's reads the queue's index entries from its first (ref on
+// claim_queue, then a filter on flow_key; two such probes read 101,020
+// entries of a 200,000-job queue). The loop's statements seek with their
+// arguments: a range on the index from the last key walked. A batch costs
+// a round trip and the copy of its index entries into a derived table, a
+// key's probes far less, so a batch asks for about as many keys as the
+// claim still needs.
+//
+// FORCE INDEX pins each read to the index named: with the statistics of
+// a table filled since they were taken (an empty one), the optimizer
+// looked a key's first job up on leasehold_job_claim_idx, reading the
+// queue in claim order up to it, and counted a key's running jobs on the
+// queue's running index; a batch took a second.
 
-// keyWalkSQLFormat is one batch of the walk: the keys of queue ?1's
-// claimable jobs after the second argument (and, when the first %s is
-// set, up to the third: the second pass, after wrapping round), at most
-// the last argument of them, read from at most the argument before it
-// index entries (so a key with a large backlog costs one batch, not its
-// backlog: the next batch starts after it). For each key it returns the
-// entries read, its running jobs with an unexpired lease in the queue
-// (counted when the queue key limit or fairness is set) and of one kind in
-// every queue (when that kind's key limit is set), its starts in the rate
-// window (when a rate is set), and its first claimable job in claim order
-// (keyedClaimableSQLFormat, the second %s). The dependent subqueries look
-// the key up by equality (ref access on the running index, the window's
-// primary key, the key index).
+// keyWalkSQLFormat is one batch of the walk. Its arguments, in order: the
+// queue key limit and fairness, the queue (the running count, counted
+// when either is set); the kind key limit and the kind (the kind's running
+// count in every queue, when its limit is set); the rate, the window's
+// scope, name and start (its starts in the rate window, when a rate is
+// set); the queue and keyedClaimableSQLFormat's (the second %s) arguments
+// (the key's first claimable job in claim order); then the batch: the
+// queue, the key after which it starts, with the first %s the cursor at
+// which the second pass (after wrapping round) ends, the most index entries
+// to read (so a key with a large backlog costs one batch, not its backlog:
+// the next starts after it), and the most keys. For each key it returns
+// the entries read, the counts and the first job's ID. The dependent
+// subqueries look the key up by equality: ref access on the running index,
+// the window's primary key, the key index.
 const keyWalkSQLFormat = `SELECT k.flow_key, k.n,
 	IF(? > 0 OR ?, (SELECT COUNT(*) FROM leasehold_job r FORCE INDEX (leasehold_job_running_flow_key_idx)
 		WHERE r.running_flow_key = k.flow_key AND r.running_queue = ?
@@ -103,9 +111,10 @@ const keyPoolFirstSQLFormat = `(SELECT j.id, j.flow_key, j.priority, j.scheduled
 	WHERE j.id IN (%s))`
 
 // keyPoolKeySQLFormat reads the first jobs in claim order, at most the
-// last argument, of one key of queue ?1 (flow_key = ?, or the jobs without
-// a key with the first %s IS NULL), filtered by keyedClaimableSQLFormat
-// (the second %s): a range of the key index.
+// last argument, of one key of the queue (the first argument): the first
+// %s is "= ?" and the key, or "IS NULL" for the jobs without a key. They
+// are filtered by keyedClaimableSQLFormat (the second %s, its arguments
+// next): a range of the key index.
 const keyPoolKeySQLFormat = `(SELECT j.id, j.flow_key, j.priority, j.scheduled_at
 	FROM leasehold_job j FORCE INDEX (leasehold_job_key_claim_idx)
 	WHERE j.claim_queue = ? AND j.flow_key %s%s
@@ -113,8 +122,9 @@ const keyPoolKeySQLFormat = `(SELECT j.id, j.flow_key, j.priority, j.scheduled_a
 
 // jobClaimSequencedSQLFormat picks the jobs of a keyed claim without key
 // limits, rate or fairness (only sequences to honour): the plain claim's
-// ordered scan of queue ?1 (not paused, ?2) with the sequence filter (%s,
-// keyedClaimableSQLFormat), at most the last argument.
+// ordered scan of the queue (the first argument; the second, the queue
+// again, for the paused test) with the sequence filter (%s,
+// keyedClaimableSQLFormat, its arguments next), at most the last argument.
 const jobClaimSequencedSQLFormat = `SELECT j.id FROM leasehold_job j FORCE INDEX (leasehold_job_claim_idx)
 WHERE j.claim_queue = ?
 	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
