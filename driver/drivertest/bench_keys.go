@@ -13,16 +13,18 @@ import (
 // same on every backend: it inserts jobs waiting jobs over keys keys (key
 // i of job i modulo keys, so a key's jobs are spread over the whole
 // insert), with one job of every fourth key running beforehand (inserted
-// and claimed first), all untimed. One op is one limited claim
-// transaction as a client runs it (Begin, lock the queue's limit row, a
-// keyed claim of up to 100 jobs with KeyLimit 1 and fairness, Commit).
-// Claimed jobs stay running, so later claims step over their keys as a
-// busy queue's do; the setup runs once (b.Loop), so the claims of one run
-// go on from one another. Besides the time per transaction it reports
-// claim-ms, the JobClaimKeyed call alone (without the lock and the
-// commit's sync to disk), and jobs/claim: a claim that took fewer than 100
-// found too few free keys.
-func BenchKeyedClaimBacklog[TTx any](b *testing.B, newDriver func(testing.TB) driver.Driver[TTx], jobs, keys int) {
+// and claimed first), then runs analyze when it is not empty (the
+// backend's statement that brings the planner's statistics up to date, as
+// a table that has held its backlog for a while has them), all untimed.
+// One op is one limited claim transaction as a client runs it (Begin, lock
+// the queue's limit row, a keyed claim of up to 100 jobs with KeyLimit 1
+// and fairness, Commit). Claimed jobs stay running, so later claims step
+// over their keys as a busy queue's do; the setup runs once (b.Loop), so
+// the claims of one run go on from one another. Besides the time per
+// transaction it reports claim-ms, the JobClaimKeyed call alone (without
+// the lock and the commit's sync to disk), and jobs/claim: a claim that
+// took fewer than 100 found too few free keys.
+func BenchKeyedClaimBacklog[TTx any](b *testing.B, newDriver func(testing.TB) driver.Driver[TTx], jobs, keys int, analyze string) {
 	ctx := context.Background()
 	d := newDriver(b)
 	exec := d.GetExecutor()
@@ -50,6 +52,11 @@ func BenchKeyedClaimBacklog[TTx any](b *testing.B, newDriver func(testing.TB) dr
 		b.Fatalf("claim the running jobs: %d of %d, %v", len(got), running, err)
 	}
 	insert(jobs, key)
+	if analyze != "" {
+		if err := exec.Exec(ctx, analyze); err != nil {
+			b.Fatalf("analyze: %v", err)
+		}
+	}
 	b.Logf("inserted %d waiting jobs over %d keys, %d keys with a job running, in %s",
 		jobs, keys, running, time.Since(start).Round(time.Millisecond))
 
