@@ -328,13 +328,16 @@ claimable jobs within their key, counts each key's running jobs with an
 unexpired lease and its starts in the current rate window, and leases
 only the jobs that fit. On SQLite and MySQL/MariaDB it ranks every
 claimable job of the queue. On Postgres it ranks only the keys it visits:
-it walks the keys of the queue's claimable jobs in key order (a skip scan
-of an index), starting after the last key the queue's previous keyed
-claim visited (the kind's, for the claim of a kind with a limit of its
-own) and wrapping round, until it has found as many keys with a free slot
-and a claimable job as the claim may take (or has visited every key, or
-that many plus 256), and reads each visited key's first jobs; jobs
-without a key are read in claim order as one more group. What it
+it walks the queue's keys in key order (table leasehold_queue_key, one row
+per queue and key of a job not completed, kept by triggers on the job
+table and pruned by the maintenance pruner once the key's jobs have all
+completed), starting after the last key the queue's previous keyed claim
+visited (the kind's, for the claim of a kind with a limit of its own) and
+wrapping round, until it has found as many keys with a free slot and a
+claimable job as the claim may take (or has visited every key, or that
+many plus 256), and reads each such key's first jobs; a key whose slots
+are taken costs its counts, not a read of its jobs. Jobs without a key
+are read in claim order as one more group. What it
 guarantees, on the database clock, for clients configured alike:
 
   - KeyLimit: at most N running jobs with one key in the queue

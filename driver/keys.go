@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"time"
 
 	"github.com/leasehold/leasehold/leasetype"
@@ -63,6 +64,21 @@ type KeyWindowAddParams struct {
 // KeyWindowPruneParams selects ended rate windows to delete.
 type KeyWindowPruneParams struct {
 	// Limit is the most rows to delete.
+	Limit int
+}
+
+// QueueKeyPruner is implemented by an executor whose backend keeps the keys
+// of each queue's jobs in a table of their own, which its keyed claims walk
+// (Postgres): QueueKeyPrune deletes up to Limit of those keys that no job
+// has unless completed, and returns how many it deleted. The pruner calls
+// it each round, in batches, as it prunes rate windows.
+type QueueKeyPruner interface {
+	QueueKeyPrune(ctx context.Context, params *QueueKeyPruneParams) (int64, error)
+}
+
+// QueueKeyPruneParams bounds one QueueKeyPrune.
+type QueueKeyPruneParams struct {
+	// Limit is the most keys to delete.
 	Limit int
 }
 

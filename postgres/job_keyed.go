@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/leasehold/leasehold/driver"
@@ -18,63 +21,68 @@ import (
 // kind) runs between its counts and its update. Its cost grows with the
 // keys it visits and the jobs it reads for them, not with the backlog.
 //
-// walk visits the keys of queue $1's claimable jobs (none when the queue
-// is paused) in key order, one probe of leasehold_job_key_claim_idx per key
-// (a skip scan): it starts after the key_cursor of the limit row
-// keyCursorRowSQL names, the last key the previous such claim visited,
-// goes on from the first key after the last one, and stops when it has found $2 keys that have a free slot and a job
-// that passes jobClaimableSQL, when it is back at the cursor, or after
-// $2 + 256 keys. For each key it counts the running jobs with an
-// unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
-// every queue, and the starts in the rate window ($12, $13, window start
-// $14); its slots are what the queue key limit $10, the kind key limit $11
-// and the rate $15 (zero: none) leave, at most $2. The counts spell
-// state = 'running' as a range so that they read the key's entries of
+// walk lists the keys of queue $1 (none when the queue is paused) from
+// leasehold_queue_key in key order, a range scan: those after the
+// key_cursor of the limit row keyCursorRowSQL names (the last key the
+// previous such claim visited), then from the first key up to the cursor,
+// at most $2 + 256 keys. visit takes them in that order (the CTE scan
+// returns the walk's rows as they were written, and no sort above the
+// nested loop stops it early) and keeps the first $2 that have a free slot
+// and a job that passes jobClaimableSQL, with its first such job in claim
+// order (priority, scheduled time, ID). For each key it counts the running
+// jobs with an unexpired lease in the queue and, when $11 > 0, of the one
+// kind $8 in every queue, and the starts in the rate window ($12, $13,
+// window start $14); its slots are what the queue key limit $10, the kind
+// key limit $11 and the rate $15 (zero: none) leave, at most $2. A key whose
+// slots are taken costs its counts only: its jobs are not read. The counts
+// spell state = 'running' as a range so that they read the key's entries of
 // leasehold_job_flow_key_idx: the range does not imply the predicate of
 // leasehold_job_running_idx, which a plan made while few jobs ran would
 // pick and then scan the queue's every running job for each key.
 //
-// pool holds, for each visited key with slots, its first jobs in claim
-// order (priority, scheduled time, ID), as many as its slots, each with its
-// rank within the key; and the first jobs without a key, one group counted
-// with no running jobs. With $16 the picks go round-robin across these
-// keys: by rank plus the key's running jobs (a key with jobs running ranks
-// behind one with none), then claim order; so a key needs no more jobs
-// read than the ranks below the $2-th smallest running count of the keys
-// found, plus one. Without $16, claim order.
+// pool holds, for each visited key, its first jobs in claim order from
+// leasehold_job_key_claim_idx, as many as its slots, each with its rank
+// within the key (the first is visit's, the rest are read after it only
+// for a key with more than one slot); and the first jobs
+// without a key, one group counted with no running jobs. With $16 the
+// picks go round-robin across these keys: by rank plus the key's running
+// jobs (a key with jobs running ranks behind one with none), then claim
+// order; so a key needs no more jobs read than the ranks below the $2-th
+// smallest running count of the keys found, plus one. Without $16, claim
+// order.
 //
 // The picked rows are locked by address (a Tid scan, whatever the number
 // of rows: by ID the planner joins a large claim to a scan of the whole
 // table) with SKIP LOCKED: a row an operator's action holds, or that
 // changed since the statement's snapshot (its address then holds an older
 // version), is left for the next claim. They are leased as the plain claim
-// leases; the key_cursor moves to the last key walked.
+// leases; the key_cursor moves to the last key visited: the $2-th key kept,
+// or the walk's last key when fewer were found.
 const jobClaimKeyedSQL = `
-WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
 start AS MATERIALIZED (
 	SELECT coalesce((SELECT l.key_cursor FROM leasehold_limit l
 		WHERE (l.scope, l.name) = ` + keyCursorRowSQL + `), '') AS cursor_key
 	WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 ),
-walk (step, flow_key, wrapped, found, queue_running, slots) AS (
-	SELECT 0, s.cursor_key, false, 0, 0::bigint, 0::bigint FROM start s
-	UNION ALL
-	SELECT w.step + 1, n.flow_key, n.wrapped,
-		w.found + CASE WHEN h.has_job THEN 1 ELSE 0 END,
-		u.queue_running, CASE WHEN h.has_job THEN u.slots ELSE 0 END
-	FROM walk w
+walk AS MATERIALIZED (
+	SELECT row_number() OVER (ORDER BY k.lap, k.flow_key) AS step, k.flow_key
+	FROM start s
 	CROSS JOIN LATERAL (
-		(SELECT j.flow_key, w.wrapped AS wrapped FROM leasehold_job j
-		 WHERE j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable')
-			AND j.flow_key > w.flow_key
-		 ORDER BY j.flow_key LIMIT 1)
+		(SELECT 1 AS lap, q.flow_key FROM leasehold_queue_key q
+		 WHERE q.queue = $1 AND q.flow_key > s.cursor_key
+		 ORDER BY q.flow_key LIMIT $2 + 256)
 		UNION ALL
-		(SELECT j.flow_key, true FROM leasehold_job j
-		 WHERE NOT w.wrapped AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable')
-			AND j.flow_key > ''
-		 ORDER BY j.flow_key LIMIT 1)
-		LIMIT 1
-	) AS n
+		(SELECT 2, q.flow_key FROM leasehold_queue_key q
+		 WHERE q.queue = $1 AND q.flow_key <= s.cursor_key
+		 ORDER BY q.flow_key LIMIT $2 + 256)
+	) AS k
+	ORDER BY k.lap, k.flow_key
+	LIMIT $2 + 256
+),
+visit AS MATERIALIZED (
+	SELECT w.step, w.flow_key, u.queue_running, u.slots, f.job_ctid, f.id, f.priority, f.scheduled_at
+	FROM walk w
 	CROSS JOIN LATERAL (
 		SELECT c.queue_running, least($2::bigint,
 			CASE WHEN $10::int > 0 THEN $10::int - c.queue_running ELSE $2 END,
@@ -82,40 +90,46 @@ walk (step, flow_key, wrapped, found, queue_running, slots) AS (
 			CASE WHEN $15::int > 0 THEN $15::int - c.window_used ELSE $2 END) AS slots
 		FROM (SELECT
 			CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r, clock
-				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+				WHERE r.flow_key = w.flow_key AND r.state >= 'running' AND r.state <= 'running'
 					AND r.queue = $1 AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
 			CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r, clock
-				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+				WHERE r.flow_key = w.flow_key AND r.state >= 'running' AND r.state <= 'running'
 					AND r.kind = ($8::text[])[1] AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
-			CASE WHEN $15::int > 0 THEN coalesce((SELECT w.window_count FROM leasehold_key_window w
-				WHERE w.scope = $12 AND w.name = $13 AND w.flow_key = n.flow_key
-					AND w.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
+			CASE WHEN $15::int > 0 THEN coalesce((SELECT kw.window_count FROM leasehold_key_window kw
+				WHERE kw.scope = $12 AND kw.name = $13 AND kw.flow_key = w.flow_key
+					AND kw.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
 			OFFSET 0) AS c
 	) AS u
 	CROSS JOIN LATERAL (
-		SELECT u.slots > 0 AND EXISTS (SELECT 1 FROM leasehold_job j
-			WHERE j.flow_key = n.flow_key AND ` + jobClaimableSQL + `) AS has_job
-		OFFSET 0
-	) AS h
-	WHERE w.found < $2 AND w.step < $2 + 256 AND n.flow_key IS NOT NULL
-		AND NOT (n.wrapped AND n.flow_key > (SELECT cursor_key FROM start))
+		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at
+		FROM leasehold_job j
+		WHERE u.slots > 0 AND j.flow_key = w.flow_key AND ` + jobClaimableSQL + `
+		ORDER BY j.priority, j.scheduled_at, j.id
+		LIMIT 1
+	) AS f
+	LIMIT $2
 ),
 bound AS MATERIALIZED (
-	SELECT coalesce(CASE WHEN $16::boolean THEN (SELECT w.queue_running + 1 FROM walk w WHERE w.slots > 0
-		ORDER BY w.queue_running OFFSET $2 - 1 LIMIT 1) END, 2147483647) AS top_round
+	SELECT coalesce(CASE WHEN $16::boolean THEN (SELECT v.queue_running + 1 FROM visit v
+		ORDER BY v.queue_running OFFSET $2 - 1 LIMIT 1) END, 2147483647) AS top_round
 ),
 pool AS (
-	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank + w.queue_running AS round
-	FROM walk w, bound b
+	SELECT v.job_ctid, v.id, v.priority, v.scheduled_at, 1 + v.queue_running AS round
+	FROM visit v, bound b
+	WHERE b.top_round > v.queue_running
+	UNION ALL
+	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank + v.queue_running AS round
+	FROM visit v, bound b
 	CROSS JOIN LATERAL (
 		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at,
-			row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
+			1 + row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
 		FROM leasehold_job j
-		WHERE j.flow_key = w.flow_key AND ` + jobClaimableSQL + `
+		WHERE j.flow_key = v.flow_key AND ` + jobClaimableSQL + `
+			AND (j.priority, j.scheduled_at, j.id) > (v.priority, v.scheduled_at, v.id)
 		ORDER BY j.priority, j.scheduled_at, j.id
-		LIMIT greatest(0, least(w.slots, b.top_round - w.queue_running))
+		LIMIT least(v.slots, b.top_round - v.queue_running) - 1
 	) AS p
-	WHERE w.step > 0 AND w.slots > 0
+	WHERE least(v.slots, b.top_round - v.queue_running) > 1
 	UNION ALL
 	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank
 	FROM start, bound b
@@ -135,8 +149,10 @@ picked AS (
 ),
 moved AS (
 	UPDATE leasehold_limit SET key_cursor = last.flow_key
-	FROM (SELECT w.flow_key FROM walk w WHERE w.step > 0 ORDER BY w.step DESC LIMIT 1) AS last
-	WHERE (scope, name) = ` + keyCursorRowSQL + `
+	FROM (SELECT CASE WHEN (SELECT count(*) FROM visit) >= $2
+			THEN (SELECT v.flow_key FROM visit v ORDER BY v.step DESC LIMIT 1)
+			ELSE (SELECT w.flow_key FROM walk w ORDER BY w.step DESC LIMIT 1) END AS flow_key) AS last
+	WHERE (scope, name) = ` + keyCursorRowSQL + ` AND last.flow_key IS NOT NULL
 ),
 locked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid FROM leasehold_job
@@ -215,6 +231,44 @@ WHERE (scope, name, flow_key) IN (
 	SELECT scope, name, flow_key FROM leasehold_key_window
 	WHERE window_end < clock_timestamp()
 	LIMIT $1)`
+
+// queueKeyStaleSQL lists up to $1 rows of leasehold_queue_key that no job
+// has unless completed: a plain read, without locks, of candidates that
+// queueKeyPruneSQL checks again. The two EXISTS read the key's entries of
+// leasehold_job_flow_key_idx below and above 'completed': a key's completed
+// jobs, which retention may keep by the million, are not read.
+const queueKeyStaleSQL = `
+SELECT k.queue, k.flow_key FROM leasehold_queue_key k
+WHERE NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state < 'completed' AND j.queue = k.queue)
+	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state > 'completed' AND j.queue = k.queue)
+LIMIT $1`
+
+// queueKeyLockSQL makes the key deletes of queueKeyPruneSQL wait for, and
+// hold off, every transaction that inserts a job with a key: each of them
+// takes ROW EXCLUSIVE on the table in its trigger (migration 10), which
+// SHARE conflicts with. Under the lock, the delete's snapshot (a new one:
+// READ COMMITTED) sees every job inserted with a key it deletes, and no
+// such job can be inserted until it commits; an insert that waited then
+// adds the key again.
+const queueKeyLockSQL = `LOCK TABLE leasehold_queue_key IN SHARE MODE`
+
+// queueKeyPruneSQL deletes the candidate keys ($1 queues, $2 keys) that
+// still have no job unless completed.
+const queueKeyPruneSQL = `
+DELETE FROM leasehold_queue_key k
+USING unnest($1::text[], $2::text[]) AS c(queue, flow_key)
+WHERE k.queue = c.queue AND k.flow_key = c.flow_key
+	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state < 'completed' AND j.queue = k.queue)
+	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state > 'completed' AND j.queue = k.queue)`
+
+// queueKeyLockTimeout bounds the wait of a key prune for the lock: the
+// keyed inserts that start meanwhile queue behind it. A prune that cannot
+// get it in time deletes nothing and is tried again next round.
+const queueKeyLockTimeout = "100ms"
 
 // sequenceBlockedSQL lists the sequences whose oldest job not completed is
 // discarded, cancelled or stuck while a later job waits; $1 keeps one queue
@@ -346,6 +400,54 @@ func (e *executor) KeyWindowPrune(ctx context.Context, params *driver.KeyWindowP
 		return 0, fmt.Errorf("prune key rate windows: %w", translateError(err))
 	}
 	return tag.RowsAffected(), nil
+}
+
+// QueueKeyPrune deletes up to params.Limit keys of leasehold_queue_key that
+// no job has unless completed (driver.QueueKeyPruner): it lists candidates
+// without locks, then checks and deletes them under queueKeyLockSQL, held
+// for that one statement. It deletes nothing, without an error, when the
+// lock is not had within queueKeyLockTimeout.
+func (e *executor) QueueKeyPrune(ctx context.Context, params *driver.QueueKeyPruneParams) (int64, error) {
+	rows, err := e.db.Query(ctx, queueKeyStaleSQL, max(params.Limit, 1))
+	if err != nil {
+		return 0, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	var queues, keys []string
+	for rows.Next() {
+		var q, k string
+		if err := rows.Scan(&q, &k); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("prune queue keys: %w", err)
+		}
+		queues, keys = append(queues, q), append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err = pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, migrationLockTimeoutSQL, queueKeyLockTimeout); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, queueKeyLockSQL); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, queueKeyPruneSQL, queues, keys)
+		n = tag.RowsAffected()
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	return n, nil
 }
 
 func (e *executor) SequenceBlocked(ctx context.Context, params *driver.SequenceBlockedParams) ([]*driver.SequenceBlockedRow, error) {

@@ -276,3 +276,154 @@ func TestKeyedClaimPausedQueue(t *testing.T) {
 		t.Fatalf("claim without key limits of the resumed queue took %d jobs, want 1", len(rows))
 	}
 }
+
+// queueKeys lists the rows of leasehold_queue_key as "queue/key".
+func queueKeys(t *testing.T, d *Driver) []string {
+	t.Helper()
+	rows, err := d.Pool().Query(t.Context(), "SELECT queue || '/' || flow_key FROM leasehold_queue_key ORDER BY 1")
+	if err != nil {
+		t.Fatalf("list queue keys: %v", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestQueueKeysFollowJobs: the keys the keyed claim walks are those of the
+// jobs that are not completed, whatever inserts or updates them; the
+// pruner deletes a key once its jobs have all completed, keeps one whose
+// job failed (an operator may retry it), and a completed job made
+// unfinished again adds its key back.
+func TestQueueKeysFollowJobs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+	insertKeyed(t, d, "q", []string{"a", "b"}, 2) // COPY
+	insertKeyed(t, d, "q", []string{""}, 1)       // no key: no row
+	one := testJob("other")
+	one.Key = "c"
+	if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{one}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if got, want := queueKeys(t, d), []string{"other/c", "q/a", "q/b"}; !slices.Equal(got, want) {
+		t.Fatalf("keys after insert: %v, want %v", got, want)
+	}
+	pruner, ok := exec.(driver.QueueKeyPruner)
+	if !ok {
+		t.Fatal("the Postgres executor prunes no queue keys")
+	}
+	prune := func() int64 {
+		t.Helper()
+		n, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: 100})
+		if err != nil {
+			t.Fatalf("prune: %v", err)
+		}
+		return n
+	}
+	if n := prune(); n != 0 {
+		t.Fatalf("pruned %d keys whose jobs wait", n)
+	}
+	// a's jobs complete, b's one completes and one is discarded, c's job
+	// runs.
+	for _, q := range []string{
+		"UPDATE leasehold_job SET state = 'completed', finalized_at = now() WHERE flow_key = 'a'",
+		"UPDATE leasehold_job SET state = 'completed', finalized_at = now() WHERE id = (SELECT min(id) FROM leasehold_job WHERE flow_key = 'b')",
+		"UPDATE leasehold_job SET state = 'discarded', finalized_at = now() WHERE flow_key = 'b' AND state = 'available'",
+		"UPDATE leasehold_job SET state = 'running', lease_owner = 'w', lease_until = now() + interval '1 hour' WHERE flow_key = 'c'",
+	} {
+		if _, err := d.Pool().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if n := prune(); n != 1 {
+		t.Fatalf("pruned %d keys, want 1 (a)", n)
+	}
+	if got, want := queueKeys(t, d), []string{"other/c", "q/b"}; !slices.Equal(got, want) {
+		t.Fatalf("keys after prune: %v, want %v", got, want)
+	}
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'available', finalized_at = NULL WHERE id = (SELECT min(id) FROM leasehold_job WHERE flow_key = 'a')"); err != nil {
+		t.Fatalf("make a completed job available: %v", err)
+	}
+	if got, want := queueKeys(t, d), []string{"other/c", "q/a", "q/b"}; !slices.Equal(got, want) {
+		t.Fatalf("keys after a completed job is available again: %v, want %v", got, want)
+	}
+	rows := claimKeyed(t, d, &driver.JobClaimKeyedParams{
+		Claim:    &driver.JobClaimParams{Queue: "q", Max: 10, Owner: "w", DefaultLeaseTTL: time.Hour},
+		KeyLimit: 1, Fair: true,
+	})
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Key)
+	}
+	slices.Sort(got)
+	if want := []string{"", "a"}; !slices.Equal(got, want) {
+		t.Fatalf("claimed keys %q, want %q", got, want)
+	}
+}
+
+// TestQueueKeyPruneWaitsForInserts: a key whose jobs all completed is not
+// deleted while a transaction that inserts a job with it is open (its
+// insert found the key there, so adds nothing): the prune waits for it and
+// then sees its job, or gives up at its lock timeout and deletes nothing.
+// Without the lock, the prune's read would not see the uncommitted job and
+// the key would go, leaving the job where no keyed claim walks.
+func TestQueueKeyPruneWaitsForInserts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"k", "gone"}, 1)
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'completed', finalized_at = now()"); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	pruner := d.GetExecutor().(driver.QueueKeyPruner)
+	for _, commitAfter := range []time.Duration{0, 20 * time.Millisecond} {
+		tx, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		p := testJob("q")
+		p.Key = "k"
+		if _, err := d.UnwrapExecutor(tx).JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}}); err != nil {
+			t.Fatalf("insert in tx: %v", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if commitAfter > 0 {
+				time.Sleep(commitAfter)
+				if err := tx.Commit(ctx); err != nil {
+					t.Errorf("commit: %v", err)
+				}
+			}
+		}()
+		if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: 100}); err != nil {
+			t.Fatalf("prune: %v", err)
+		}
+		<-done
+		if commitAfter == 0 {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+		}
+		if got := queueKeys(t, d); !slices.Contains(got, "q/k") {
+			t.Fatalf("commit after %s: key k pruned while a job of it was being inserted: %v", commitAfter, got)
+		}
+		if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'completed', finalized_at = now()"); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: 100}); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if got := queueKeys(t, d); len(got) != 0 {
+		t.Fatalf("keys left once every job completed: %v", got)
+	}
+}

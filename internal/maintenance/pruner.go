@@ -97,8 +97,20 @@ func (p *Pruner) RunOnce(ctx context.Context) error {
 		}
 	}
 	// Per-key rate windows that ended hold nothing a claim reads.
-	return p.batches(ctx, func() (int64, error) {
+	err := p.batches(ctx, func() (int64, error) {
 		return p.Exec.KeyWindowPrune(ctx, &driver.KeyWindowPruneParams{Limit: PruneBatch})
+	})
+	if err != nil {
+		return err
+	}
+	// Nor do the keys a backend keeps for queues whose jobs have all
+	// completed (or were pruned).
+	kp, ok := p.Exec.(driver.QueueKeyPruner)
+	if !ok {
+		return nil
+	}
+	return p.batches(ctx, func() (int64, error) {
+		return kp.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: PruneBatch})
 	})
 }
 
