@@ -117,9 +117,10 @@ func TestKeyedClaimRotatesAcrossClaims(t *testing.T) {
 
 // TestKeyedClaimPlan guards the keyed claim's plans, custom and generic,
 // with statistics taken before any job runs (a backlog inserted and
-// analyzed, then drained): it walks the key index, it never counts a key's
-// running jobs by scanning the running index, which would read every
-// running job of the queue for each key it visits, and it never scans the
+// analyzed, then drained): it walks the queue's keys and reads their jobs
+// by index, it never counts a key's running jobs by scanning the running
+// index, which would read every running job of the queue for each key it
+// visits, and it never scans the
 // job table, not even for a claim of 2,000 rows (locked by ID, they were
 // joined to a scan of the whole table). The claim without key limits
 // (sequences only) never scans the table either.
@@ -163,8 +164,11 @@ func TestKeyedClaimPlan(t *testing.T) {
 			}
 			plan := explain(t, conn, fmt.Sprintf(
 				`EXPLAIN EXECUTE keyed('q', %d, 'owner', '{}', '{}', 60000, '{}', '%s', '{}', %s, '{}')`, tc.max, kinds, tc.args))
+			if !strings.Contains(plan, "leasehold_queue_key_pkey") {
+				t.Errorf("%s, %s: keyed claim does not walk the queue's keys by their index:\n%s", mode, tc.name, plan)
+			}
 			if !strings.Contains(plan, "leasehold_job_key_claim_idx") {
-				t.Errorf("%s, %s: keyed claim does not walk the key index:\n%s", mode, tc.name, plan)
+				t.Errorf("%s, %s: keyed claim does not read a key's jobs from the key index:\n%s", mode, tc.name, plan)
 			}
 			if strings.Contains(plan, "leasehold_job_running_idx") {
 				t.Errorf("%s, %s: keyed claim scans the running index to count a key's running jobs:\n%s", mode, tc.name, plan)
