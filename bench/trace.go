@@ -175,6 +175,23 @@ func (e tracedBatcher) JobAttemptsAndClaim(ctx context.Context, a *driver.JobAtt
 	return found, rows, err
 }
 
+// tracedLockedBatcher is a tracedBatcher whose executor also runs a whole
+// limited keyed claim in one round trip (driver.LockedKeyedClaimer): counted
+// as a "keyed claim" and as a "limited tx".
+type tracedLockedBatcher struct {
+	tracedBatcher
+	lk driver.LockedKeyedClaimer
+}
+
+func (e tracedLockedBatcher) JobClaimKeyedLocked(ctx context.Context, l *driver.LimitLockParams, p *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	start := time.Now()
+	rows, err := e.lk.JobClaimKeyedLocked(ctx, l, p)
+	d := time.Since(start)
+	e.t.record("keyed claim", len(rows), d)
+	e.t.record("limited tx", len(rows), d)
+	return rows, err
+}
+
 // tracedReserved is a traced executor on a client's reserved connections.
 type tracedReserved struct {
 	tracedExecutor
@@ -194,7 +211,11 @@ func traceReserved(ctx context.Context, r driver.Reserver, p *driver.OpenReserve
 	if fc, ok := ex.(driver.FinishClaimer); ok {
 		tfc := tracedFinishClaimer{tracedReserved: traced, fc: fc}
 		if ac, ok := ex.(driver.AttemptsClaimer); ok {
-			return tracedBatcher{tracedFinishClaimer: tfc, ac: ac}, nil
+			tb := tracedBatcher{tracedFinishClaimer: tfc, ac: ac}
+			if lk, ok := ex.(driver.LockedKeyedClaimer); ok {
+				return tracedLockedBatcher{tracedBatcher: tb, lk: lk}, nil
+			}
+			return tb, nil
 		}
 		return tfc, nil
 	}

@@ -67,6 +67,17 @@ type KeyWindowPruneParams struct {
 	Limit int
 }
 
+// LockedKeyedClaimer is implemented by an executor that runs a whole
+// limited claim made of one keyed statement in one round trip: LimitLock of
+// Keys, then JobClaimKeyed, then commit, as one transaction whose claim
+// reads a snapshot taken after the locks were had. A client uses it for a
+// queue with key options but no rate limits and no kind limits, where it
+// has nothing to do between those steps. It must not be called inside a
+// transaction.
+type LockedKeyedClaimer interface {
+	JobClaimKeyedLocked(ctx context.Context, locks *LimitLockParams, params *JobClaimKeyedParams) ([]*leasetype.JobRow, error)
+}
+
 // QueueKeyPruner is implemented by an executor whose backend keeps the keys
 // of each queue's jobs in a table of their own, which its keyed claims walk
 // (Postgres): QueueKeyPrune deletes up to Limit of those keys that no job

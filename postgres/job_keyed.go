@@ -325,12 +325,27 @@ GROUP BY queue
 ORDER BY queue`
 
 func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	query, args, err := keyedClaimQuery(params)
+	if err != nil || query == "" {
+		return []*leasetype.JobRow{}, err
+	}
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
+	}
+	return scanKeyedClaim(rows, params.Claim.Max)
+}
+
+// keyedClaimQuery returns the statement of a keyed claim and its
+// arguments: jobClaimKeyedSQL, or jobClaimSequencedSQL when only sequences
+// are to be honoured; an empty query for a claim of nothing.
+func keyedClaimQuery(params *driver.JobClaimKeyedParams) (string, []any, error) {
 	c := params.Claim
 	if c == nil || c.Max < 1 {
-		return []*leasetype.JobRow{}, nil
+		return "", nil, nil
 	}
 	if params.KindKeyLimit > 0 && len(c.Kinds) != 1 {
-		return nil, fmt.Errorf("claim keyed jobs: KindKeyLimit needs exactly one kind, got %d", len(c.Kinds))
+		return "", nil, fmt.Errorf("claim keyed jobs: KindKeyLimit needs exactly one kind, got %d", len(c.Kinds))
 	}
 	kinds := make([]string, 0, len(c.KindLeaseTTL))
 	ttls := make([]int64, 0, len(c.KindLeaseTTL))
@@ -350,20 +365,18 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 	args := []any{c.Queue, c.Max, c.Owner,
 		kinds, ttls, c.DefaultLeaseTTL.Milliseconds(), nonNil(c.StuckKinds),
 		nonNil(c.Kinds), nonNil(c.ExcludeKinds)}
-	query := jobClaimSequencedSQL
 	if params.Fair || params.KeyLimit > 0 || params.KindKeyLimit > 0 || rate > 0 {
-		query = jobClaimKeyedSQL
 		args = append(args, params.KeyLimit, params.KindKeyLimit,
 			scope, name, start, rate, params.Fair, nonNil(params.SequenceContinueKinds))
-	} else {
-		// No key limit, rate or fairness: only sequences to honour.
-		args = append(args, nonNil(params.SequenceContinueKinds))
+		return jobClaimKeyedSQL, args, nil
 	}
-	rows, err := e.db.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
-	}
-	jobs, err := scanJobs(rows, c.Max)
+	// No key limit, rate or fairness: only sequences to honour.
+	return jobClaimSequencedSQL, append(args, nonNil(params.SequenceContinueKinds)), nil
+}
+
+// scanKeyedClaim reads a keyed claim's rows, in claim order.
+func scanKeyedClaim(rows pgx.Rows, limit int) ([]*leasetype.JobRow, error) {
+	jobs, err := scanJobs(rows, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
 	}
@@ -371,6 +384,63 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 		return driver.PositionOf(a).Compare(driver.PositionOf(b))
 	})
 	return jobs, nil
+}
+
+var _ driver.LockedKeyedClaimer = (*executor)(nil)
+
+// JobClaimKeyedLocked sends a whole limited claim of one keyed statement as
+// one batch (driver.LockedKeyedClaimer): LimitLock's statements that create
+// and lock the limit rows, then the keyed claim, in one implicit
+// transaction that commits when the batch ends. Each statement reads a
+// snapshot of its own (READ COMMITTED), so the claim's counts see every
+// claim committed before the lock was had, as in a transaction of
+// separate round trips.
+func (e *executor) JobClaimKeyedLocked(ctx context.Context, locks *driver.LimitLockParams, params *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	if _, inTx := e.db.(pgx.Tx); inTx {
+		return nil, errors.New("claim keyed jobs: JobClaimKeyedLocked runs its own transaction, not inside one")
+	}
+	query, args, err := keyedClaimQuery(params)
+	if err != nil || query == "" {
+		return []*leasetype.JobRow{}, err
+	}
+	scopes := make([]string, len(locks.Keys))
+	names := make([]string, len(locks.Keys))
+	for i, k := range locks.Keys {
+		scopes[i], names[i] = k.Scope, k.Name
+	}
+	b := &pgx.Batch{}
+	b.Queue(limitCreateSQL, scopes, names)
+	b.Queue(limitLockSQL, scopes, names)
+	b.Queue(query, args...)
+	br := e.db.SendBatch(ctx, b)
+	jobs, err := readLockedKeyedClaim(br, len(locks.Keys), params.Claim.Max)
+	// Close reports the commit: nothing read before it is known to hold.
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("claim keyed jobs: %w", translateError(closeErr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// readLockedKeyedClaim reads the results of JobClaimKeyedLocked's batch.
+func readLockedKeyedClaim(br pgx.BatchResults, keys, limit int) ([]*leasetype.JobRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("create limit rows: %w", translateError(err))
+	}
+	locked, err := scanLimitRows(br)
+	if err != nil {
+		return nil, fmt.Errorf("lock limit rows: %w", translateError(err))
+	}
+	if len(locked) != keys {
+		return nil, fmt.Errorf("lock limit rows: locked %d of %d rows", len(locked), keys)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
+	}
+	return scanKeyedClaim(rows, limit)
 }
 
 func (e *executor) KeyWindowAdd(ctx context.Context, params *driver.KeyWindowAddParams) error {

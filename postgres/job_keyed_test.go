@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,5 +430,72 @@ func TestQueueKeyPruneWaitsForInserts(t *testing.T) {
 	}
 	if got := queueKeys(t, d); len(got) != 0 {
 		t.Fatalf("keys left once every job completed: %v", got)
+	}
+}
+
+// TestKeyedClaimLockedHoldsKeyLimit: whole limited claims in one round
+// trip each (JobClaimKeyedLocked), many at once and of two kinds, never
+// lease two jobs of one key at KeyLimit 1, and together take one job of
+// every key: each claim's counts see the claims committed before it got
+// the lock. It fails without the lock.
+func TestKeyedClaimLockedHoldsKeyLimit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	var keys []string
+	for i := range 10 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	insertKeyed(t, d, "q", keys, 10)
+	// Half the jobs of every key are of another kind, and half the claims
+	// take only that kind: two claims that count a key free at once pick
+	// different jobs of it, which only the lock keeps apart.
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET kind = 'other' WHERE id % 2 = 0"); err != nil {
+		t.Fatalf("set kinds: %v", err)
+	}
+	lk := d.GetExecutor().(driver.LockedKeyedClaimer)
+	locks := &driver.LimitLockParams{Keys: []driver.LimitKey{{Scope: driver.LimitScopeQueue, Name: "q"}}}
+	var (
+		mu      sync.Mutex
+		claimed = map[string]int{}
+		wg      sync.WaitGroup
+	)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				rows, err := lk.JobClaimKeyedLocked(ctx, locks, &driver.JobClaimKeyedParams{
+					Claim: &driver.JobClaimParams{Queue: "q", Max: 3, Owner: fmt.Sprintf("w%d", g), DefaultLeaseTTL: time.Hour,
+						Kinds: []string{[]string{"test", "other"}[g%2]}},
+					KeyLimit: 1, Fair: true,
+				})
+				if err != nil {
+					t.Errorf("locked claim: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, r := range rows {
+					claimed[r.Key]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if claimed[k] != 1 {
+			t.Errorf("key %s: %d jobs leased at KeyLimit 1, want 1 (all: %v)", k, claimed[k], claimed)
+		}
+	}
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := d.UnwrapExecutor(tx).(driver.LockedKeyedClaimer).JobClaimKeyedLocked(ctx, locks, &driver.JobClaimKeyedParams{
+		Claim: &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Hour}, KeyLimit: 1,
+	}); err == nil {
+		t.Error("JobClaimKeyedLocked inside a transaction: no error")
 	}
 }
