@@ -330,8 +330,9 @@ only the jobs that fit. On SQLite and MySQL/MariaDB it ranks every
 claimable job of the queue. On Postgres it ranks only the keys it visits:
 it walks the queue's keys in key order (table leasehold_queue_key, one row
 per queue and key of a job not completed, kept by triggers on the job
-table and pruned by the maintenance pruner once the key's jobs have all
-completed), starting after the last key the queue's previous keyed claim
+table; the maintenance leader deletes the keys whose jobs have all
+completed, checking 5,000 keys every 2 seconds, as a key still in the
+table costs every walk that passes it its counts), starting after the last key the queue's previous keyed claim
 visited (the kind's, for the claim of a kind with a limit of its own) and
 wrapping round, until it has found as many keys with a free slot and a
 claimable job as the claim may take (or has visited every key, or that

@@ -80,17 +80,35 @@ type LockedKeyedClaimer interface {
 
 // QueueKeyPruner is implemented by an executor whose backend keeps the keys
 // of each queue's jobs in a table of their own, which its keyed claims walk
-// (Postgres): QueueKeyPrune deletes up to Limit of those keys that no job
-// has unless completed, and returns how many it deleted. The pruner calls
-// it each round, in batches, as it prunes rate windows.
+// (Postgres): QueueKeyPrune checks up to Scan keys in (queue, key) order
+// after After, and deletes those that no job has unless completed. The
+// pruner calls it every few seconds, going round the table a step at a
+// time, so that the keys of finished work do not linger in the walk.
 type QueueKeyPruner interface {
-	QueueKeyPrune(ctx context.Context, params *QueueKeyPruneParams) (int64, error)
+	QueueKeyPrune(ctx context.Context, params *QueueKeyPruneParams) (*QueueKeyPruneResult, error)
 }
 
-// QueueKeyPruneParams bounds one QueueKeyPrune.
+// QueueKey names one key of one queue.
+type QueueKey struct {
+	Queue, Key string
+}
+
+// QueueKeyPruneParams is one step of a QueueKeyPrune scan.
 type QueueKeyPruneParams struct {
-	// Limit is the most keys to delete.
-	Limit int
+	// After is where the scan goes on: the keys after it in (queue, key)
+	// order. The zero value starts at the first key.
+	After QueueKey
+	// Scan is the most keys checked; zero means 1,000.
+	Scan int
+}
+
+// QueueKeyPruneResult is what one QueueKeyPrune step did.
+type QueueKeyPruneResult struct {
+	// Deleted is the number of keys deleted.
+	Deleted int64
+	// Next is the last key checked, the After of the next step; nil when
+	// the step reached the end of the table.
+	Next *QueueKey
 }
 
 // SequenceBlockedParams selects the blocked sequences listed.

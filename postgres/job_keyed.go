@@ -232,18 +232,23 @@ WHERE (scope, name, flow_key) IN (
 	WHERE window_end < clock_timestamp()
 	LIMIT $1)`
 
-// queueKeyStaleSQL lists up to $1 rows of leasehold_queue_key that no job
-// has unless completed: a plain read, without locks, of candidates that
+// queueKeyStaleSQL checks up to $3 rows of leasehold_queue_key after
+// ($1, $2) in (queue, key) order: a plain read, without locks, that marks
+// stale the keys no job has unless completed, candidates that
 // queueKeyPruneSQL checks again. The two EXISTS read the key's entries of
 // leasehold_job_flow_key_idx below and above 'completed': a key's completed
 // jobs, which retention may keep by the million, are not read.
 const queueKeyStaleSQL = `
-SELECT k.queue, k.flow_key FROM leasehold_queue_key k
-WHERE NOT EXISTS (SELECT 1 FROM leasehold_job j
+SELECT k.queue, k.flow_key,
+	NOT EXISTS (SELECT 1 FROM leasehold_job j
 		WHERE j.flow_key = k.flow_key AND j.state < 'completed' AND j.queue = k.queue)
 	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
 		WHERE j.flow_key = k.flow_key AND j.state > 'completed' AND j.queue = k.queue)
-LIMIT $1`
+FROM (SELECT queue, flow_key FROM leasehold_queue_key
+	WHERE (queue, flow_key) > ($1, $2)
+	ORDER BY queue, flow_key
+	LIMIT $3) AS k
+ORDER BY k.queue, k.flow_key`
 
 // queueKeyLockSQL makes the key deletes of queueKeyPruneSQL wait for, and
 // hold off, every transaction that inserts a job with a key: each of them
@@ -472,33 +477,49 @@ func (e *executor) KeyWindowPrune(ctx context.Context, params *driver.KeyWindowP
 	return tag.RowsAffected(), nil
 }
 
-// QueueKeyPrune deletes up to params.Limit keys of leasehold_queue_key that
-// no job has unless completed (driver.QueueKeyPruner): it lists candidates
-// without locks, then checks and deletes them under queueKeyLockSQL, held
-// for that one statement. It deletes nothing, without an error, when the
-// lock is not had within queueKeyLockTimeout.
-func (e *executor) QueueKeyPrune(ctx context.Context, params *driver.QueueKeyPruneParams) (int64, error) {
-	rows, err := e.db.Query(ctx, queueKeyStaleSQL, max(params.Limit, 1))
-	if err != nil {
-		return 0, fmt.Errorf("prune queue keys: %w", translateError(err))
+// QueueKeyPrune checks up to params.Scan keys of leasehold_queue_key after
+// params.After and deletes those that no job has unless completed
+// (driver.QueueKeyPruner): it reads the candidates without locks, then
+// checks and deletes them under queueKeyLockSQL, held for that one
+// statement. It deletes nothing, without an error, when the lock is not had
+// within queueKeyLockTimeout; the step's keys are checked again next time
+// round.
+func (e *executor) QueueKeyPrune(ctx context.Context, params *driver.QueueKeyPruneParams) (*driver.QueueKeyPruneResult, error) {
+	scan := params.Scan
+	if scan <= 0 {
+		scan = 1000
 	}
-	var queues, keys []string
+	rows, err := e.db.Query(ctx, queueKeyStaleSQL, params.After.Queue, params.After.Key, scan)
+	if err != nil {
+		return nil, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	var (
+		queues, keys []string
+		last         driver.QueueKey
+		checked      int
+	)
 	for rows.Next() {
-		var q, k string
-		if err := rows.Scan(&q, &k); err != nil {
+		var stale bool
+		if err := rows.Scan(&last.Queue, &last.Key, &stale); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("prune queue keys: %w", err)
+			return nil, fmt.Errorf("prune queue keys: %w", err)
 		}
-		queues, keys = append(queues, q), append(keys, k)
+		checked++
+		if stale {
+			queues, keys = append(queues, last.Queue), append(keys, last.Key)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("prune queue keys: %w", translateError(err))
+		return nil, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	res := &driver.QueueKeyPruneResult{}
+	if checked == scan {
+		res.Next = &last
 	}
 	if len(keys) == 0 {
-		return 0, nil
+		return res, nil
 	}
-	var n int64
 	err = pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, migrationLockTimeoutSQL, queueKeyLockTimeout); err != nil {
 			return err
@@ -507,17 +528,18 @@ func (e *executor) QueueKeyPrune(ctx context.Context, params *driver.QueueKeyPru
 			return err
 		}
 		tag, err := tx.Exec(ctx, queueKeyPruneSQL, queues, keys)
-		n = tag.RowsAffected()
+		res.Deleted = tag.RowsAffected()
 		return err
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
-		return 0, nil
+		res.Deleted = 0
+		return res, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("prune queue keys: %w", translateError(err))
+		return nil, fmt.Errorf("prune queue keys: %w", translateError(err))
 	}
-	return n, nil
+	return res, nil
 }
 
 func (e *executor) SequenceBlocked(ctx context.Context, params *driver.SequenceBlockedParams) ([]*driver.SequenceBlockedRow, error) {

@@ -325,12 +325,26 @@ func TestQueueKeysFollowJobs(t *testing.T) {
 	if !ok {
 		t.Fatal("the Postgres executor prunes no queue keys")
 	}
+	// prune goes over the table a key per step, as the pruner does in
+	// larger ones.
 	prune := func() int64 {
 		t.Helper()
-		n, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: 100})
-		if err != nil {
-			t.Fatalf("prune: %v", err)
+		var (
+			n     int64
+			after driver.QueueKey
+		)
+		for range 10 {
+			res, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{After: after, Scan: 1})
+			if err != nil {
+				t.Fatalf("prune: %v", err)
+			}
+			n += res.Deleted
+			if res.Next == nil {
+				return n
+			}
+			after = *res.Next
 		}
+		t.Fatal("prune steps did not reach the end of three keys")
 		return n
 	}
 	if n := prune(); n != 0 {
@@ -409,7 +423,7 @@ func TestQueueKeyPruneWaitsForInserts(t *testing.T) {
 				}
 			}
 		}()
-		if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: 100}); err != nil {
+		if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{}); err != nil {
 			t.Fatalf("prune: %v", err)
 		}
 		<-done
@@ -425,7 +439,7 @@ func TestQueueKeyPruneWaitsForInserts(t *testing.T) {
 			t.Fatalf("complete: %v", err)
 		}
 	}
-	if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{Limit: 100}); err != nil {
+	if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{}); err != nil {
 		t.Fatalf("prune: %v", err)
 	}
 	if got := queueKeys(t, d); len(got) != 0 {
