@@ -100,6 +100,10 @@ type Driver struct {
 	// savepoints numbers savepoint names: MySQL replaces a savepoint of the
 	// same name instead of nesting it.
 	savepoints atomic.Uint64
+	// multi is whether db sends several statements with arguments in one
+	// round trip (multiUnknown until probed): the driver's own
+	// transactions are connTx then.
+	multi atomic.Int32
 }
 
 // New returns a driver on db, a database opened with the driver name "mysql"

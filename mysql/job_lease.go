@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -34,24 +35,39 @@ WHERE claim_queue = ? AND scheduled_at <= ` + nowExpr + `
 LIMIT 1`
 
 // jobClaimPickSQLFormat locks up to the last argument's count of claimable jobs of
-// queue ?1 (and ?2), in claim order, skipping rows other claimers hold,
-// through the claim index on (claim_queue, priority, scheduled_at, id)
-// without a sort. The paused check in the subquery is a plain consistent
-// read: it locks nothing, so claimers never skip or wait on the queue's
-// control row. The %s is the kind filter, as in jobClaimableExistsSQLFormat: it
-// tests each row the index walk reaches, so the plan stays the same.
-const jobClaimPickSQLFormat = `SELECT id, ` + nowExpr + ` FROM leasehold_job
+// queue (first argument after the lease expressions' ones, twice), in claim
+// order, skipping rows other claimers hold, through the claim index on
+// (claim_queue, priority, scheduled_at, id) without a sort. It reads the
+// whole rows (the locking read reaches each clustered row anyway) and, in
+// front of them, the database clock and the lease the claim's UPDATE will
+// write from it: claimLeaseUntilFormat and claimPolicyFormat, the very
+// expressions of jobClaimUpdateSQLFormat on the same locked rows and the
+// same time, so the rows need no read after the UPDATE. The paused check in
+// the subquery is a plain consistent read: it locks nothing, so claimers
+// never skip or wait on the queue's control row. The four %s are the TTL
+// and stuck expressions (as for jobClaimUpdateSQLFormat), then the kind
+// filter, as in jobClaimableExistsSQLFormat: it tests each row the index
+// walk reaches, so the plan stays the same.
+const jobClaimPickSQLFormat = `SELECT ` + nowExpr + `, ` + nowExpr + ` + INTERVAL ` + claimTTLFormat + ` MICROSECOND, ` + claimPolicyFormat + `,
+	` + jobColumns + `
+FROM leasehold_job
 WHERE claim_queue = ? AND scheduled_at <= ` + nowExpr + `
 	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
 ORDER BY priority, scheduled_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`
 
-// The plain claim's statements (no kind filter), built once.
-var (
-	jobClaimableExistsSQL = fmt.Sprintf(jobClaimableExistsSQLFormat, "")
-	jobClaimPickSQL       = fmt.Sprintf(jobClaimPickSQLFormat, "")
-)
+// The plain claim's exists read (no kind filter), built once.
+var jobClaimableExistsSQL = fmt.Sprintf(jobClaimableExistsSQLFormat, "")
+
+// claimTTLFormat is a claimed job's lease TTL in microseconds: its own
+// lease_ttl_ms, else its kind's (the %s: a CASE on kind, or NULL), else the
+// default (the argument after the CASE's).
+const claimTTLFormat = `COALESCE(lease_ttl_ms * 1000, %s, ?)`
+
+// claimPolicyFormat is a claimed job's expiry policy: stuck when the %s (kind
+// IN (...), or FALSE) holds.
+const claimPolicyFormat = `IF(%s, 'stuck', 'retry')`
 
 // jobClaimUpdateSQLFormat leases the picked jobs. JobClaim fills in the three %s: the
 // per-kind TTL expression in microseconds (a CASE on kind, or NULL), the
@@ -63,10 +79,10 @@ SET attempt = attempt + 1,
 	lease_token = lease_token + 1,
 	lease_owner = ?,
 	leased_at = CAST(? AS DATETIME(6)),
-	lease_until = CAST(? AS DATETIME(6)) + INTERVAL COALESCE(lease_ttl_ms * 1000, %s, ?) MICROSECOND,
+	lease_until = CAST(? AS DATETIME(6)) + INTERVAL ` + claimTTLFormat + ` MICROSECOND,
 	heartbeat_at = NULL,
 	heartbeats = 0,
-	expiry_policy = IF(%s, 'stuck', 'retry'),
+	expiry_policy = ` + claimPolicyFormat + `,
 	state = 'running'
 WHERE id IN (%s) AND state IN ` + claimableStates
 
@@ -108,8 +124,10 @@ const jsonFinish = `JSON_TABLE(?, '$[*]' COLUMNS (
 	f_scheduled_at VARCHAR(32) PATH '$.scheduled_at')) AS f`
 
 // jobFinishPickSQL locks the items of the first argument whose lease is
-// still held by the lease owner of the second.
-const jobFinishPickSQL = `SELECT j.id, ` + nowExpr + `
+// still held by the lease owner of the second, and reads whether each has
+// dependents: the lock keeps has_dependents as read until the commit, since
+// a new dependent locks its parents first (applyDependencies).
+const jobFinishPickSQL = `SELECT j.id, ` + nowExpr + `, j.has_dependents
 FROM ` + jsonFinish + `
 JOIN leasehold_job j ON j.id = f.f_id
 WHERE j.lease_token = f.f_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
@@ -212,22 +230,25 @@ WHERE id IN (%s)`
 
 // JobClaim leases up to params.Max jobs of params.Queue in one short
 // transaction: a SELECT ... FOR UPDATE SKIP LOCKED of the jobs in claim
-// order, one UPDATE of exactly those rows (fencing token and attempt up by
-// one), and a read of them. On the pool an empty or paused queue is seen by a
-// read first, without a transaction. params.Kinds and params.ExcludeKinds
-// add a kind filter to both; without them the statements are the plain ones.
+// order, which reads them whole along with the lease to come, and one
+// UPDATE of exactly those rows (fencing token and attempt up by one). In one
+// of the driver's own transactions that is two round trips, the first
+// beginning the transaction and the second committing it (connTx). On the
+// pool an empty or paused queue is seen by a read first, without a
+// transaction. params.Kinds and params.ExcludeKinds add a kind filter to
+// both; without them the exists read is the plain one.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
-	existsQuery, pickQuery := jobClaimableExistsSQL, jobClaimPickSQL
+	existsQuery := jobClaimableExistsSQL
 	filter, filterArgs := claimKindFilter(params.Kinds, params.ExcludeKinds)
 	if filter != "" {
-		existsQuery, pickQuery = fmt.Sprintf(jobClaimableExistsSQLFormat, filter), fmt.Sprintf(jobClaimPickSQLFormat, filter)
+		existsQuery = fmt.Sprintf(jobClaimableExistsSQLFormat, filter)
 	}
-	pickArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
+	queueArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
 	if e.onPool {
-		found, err := e.exists(ctx, existsQuery, pickArgs...)
+		found, err := e.exists(ctx, existsQuery, queueArgs...)
 		if err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
@@ -235,62 +256,119 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 			return []*leasetype.JobRow{}, nil
 		}
 	}
+	lease := newClaimLease(params)
+	pickQuery := fmt.Sprintf(jobClaimPickSQLFormat, lease.ttlExpr, lease.stuckExpr, filter)
+	pickArgs := append(lease.exprArgs(), queueArgs...)
+	pickArgs = append(pickArgs, max(params.Max, 1))
+
+	var jobs []*leasetype.JobRow
+	err := e.writeEndInDriverTx(ctx, func(q querier) ([]stmt, error) {
+		var err error
+		if jobs, err = pickClaimed(ctx, q, pickQuery, pickArgs, params.Owner); err != nil || len(jobs) == 0 {
+			return nil, err
+		}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		return []stmt{lease.update(params.Owner, jobs[0].LeasedAt, ids)}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*leasetype.JobRow{}
+	}
+	return jobs, nil
+}
+
+// claimLease is the lease a claim grants, as SQL: the per-kind TTLs and the
+// stuck kinds of a JobClaimParams.
+type claimLease struct {
+	ttlExpr, stuckExpr string // for claimTTLFormat and claimPolicyFormat
+	ttlArgs, stuckArgs []any
+	defaultTTLMicros   int64
+}
+
+// newClaimLease builds the lease expressions of params.
+func newClaimLease(params *driver.JobClaimParams) *claimLease {
+	l := &claimLease{ttlExpr: "NULL", stuckExpr: "FALSE", defaultTTLMicros: params.DefaultLeaseTTL.Microseconds()}
 	kinds := make([]string, 0, len(params.KindLeaseTTL))
 	for kind := range params.KindLeaseTTL {
 		kinds = append(kinds, kind)
 	}
 	slices.Sort(kinds)
-	ttlExpr, stuckExpr := "NULL", "FALSE"
-	var ttlArgs, stuckArgs []any
 	if len(kinds) > 0 {
 		var b strings.Builder
 		b.WriteString("CASE kind")
 		for _, kind := range kinds {
 			b.WriteString(" WHEN ? THEN ?")
-			ttlArgs = append(ttlArgs, kind, params.KindLeaseTTL[kind].Microseconds())
+			l.ttlArgs = append(l.ttlArgs, kind, params.KindLeaseTTL[kind].Microseconds())
 		}
 		b.WriteString(" END")
-		ttlExpr = b.String()
+		l.ttlExpr = b.String()
 	}
 	if len(params.StuckKinds) > 0 {
-		stuckExpr = "kind IN (" + placeholders(len(params.StuckKinds)) + ")"
+		l.stuckExpr = "kind IN (" + placeholders(len(params.StuckKinds)) + ")"
 		for _, kind := range params.StuckKinds {
-			stuckArgs = append(stuckArgs, kind)
+			l.stuckArgs = append(l.stuckArgs, kind)
 		}
 	}
+	return l
+}
 
-	var jobs []*leasetype.JobRow
-	err := e.writeInDriverTx(ctx, func(q querier) error {
-		jobs = []*leasetype.JobRow{}
-		ids, now, err := pick(ctx, q, pickQuery, append(slices.Clip(pickArgs), max(params.Max, 1))...)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		args := []any{params.Owner, now, now}
-		args = append(args, ttlArgs...)
-		args = append(args, params.DefaultLeaseTTL.Microseconds())
-		args = append(args, stuckArgs...)
-		args = append(args, idArgs(ids)...)
-		update := fmt.Sprintf(jobClaimUpdateSQLFormat, ttlExpr, stuckExpr, placeholders(len(ids)))
-		if _, err := q.ExecContext(ctx, update, args...); err != nil {
-			return err
-		}
-		byID, err := jobsByID(ctx, q, ids)
-		if err != nil {
-			return fmt.Errorf("read claimed jobs: %w", err)
-		}
-		for _, j := range byID {
-			jobs = append(jobs, j)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+// exprArgs are the arguments of claimTTLFormat and claimPolicyFormat, in
+// that order.
+func (l *claimLease) exprArgs() []any {
+	args := make([]any, 0, len(l.ttlArgs)+1+len(l.stuckArgs))
+	args = append(args, l.ttlArgs...)
+	args = append(args, l.defaultTTLMicros)
+	return append(args, l.stuckArgs...)
+}
+
+// update is the UPDATE that leases ids to owner from now.
+func (l *claimLease) update(owner string, now *time.Time, ids []int64) stmt {
+	at := timeArg(now)
+	args := make([]any, 0, 3+len(l.ttlArgs)+1+len(l.stuckArgs)+len(ids))
+	args = append(args, owner, at, at)
+	args = append(args, l.exprArgs()...)
+	for _, id := range ids {
+		args = append(args, id)
 	}
-	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority),
-			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
-	})
+	return stmt{query: fmt.Sprintf(jobClaimUpdateSQLFormat, l.ttlExpr, l.stuckExpr, placeholders(len(ids))), args: args}
+}
+
+// pickClaimed runs a claim's locking read (jobClaimPickSQLFormat) and
+// returns its jobs in claim order as the claim's UPDATE leaves them, leased
+// to owner. Every row carries the same database clock.
+func pickClaimed(ctx context.Context, q querier, query string, args []any, owner string) ([]*leasetype.JobRow, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []*leasetype.JobRow
+	for rows.Next() {
+		var (
+			now, until dbTime
+			policy     string
+		)
+		j, err := scanJob(sqlbackend.LeadScanner{S: rows, Lead: []any{&now, &until, &policy}})
+		if err != nil {
+			return nil, err
+		}
+		j.State = leasetype.JobStateRunning
+		j.Attempt++
+		j.LeaseToken++
+		j.LeaseOwner = owner
+		j.LeasedAt, j.LeaseUntil = now.ptr(), until.ptr()
+		j.HeartbeatAt, j.Heartbeats = nil, 0
+		j.ExpiryPolicy = leasetype.ExpiryPolicy(policy)
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 
@@ -364,7 +442,8 @@ type leaseRenewal struct {
 
 // JobHeartbeat renews leases in one transaction whatever the batch size: a
 // locking read of the leases still held, then one UPDATE ... JOIN JSON_TABLE
-// of exactly those.
+// of exactly those, sent with the COMMIT in one of the driver's own
+// transactions (connTx): two round trips.
 func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]int64, error) {
 	if len(params.Leases) == 0 {
 		return []int64{}, nil
@@ -378,22 +457,22 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 		return nil, fmt.Errorf("renew leases: encode: %w", err)
 	}
 	var renewed []int64
-	err = e.write(ctx, func(q querier) error {
+	err = e.writeEnd(ctx, func(q querier) ([]stmt, error) {
 		ids, now, err := pick(ctx, q, jobHeartbeatPickSQL, string(leasesJSON), params.Owner)
 		if err != nil || len(ids) == 0 {
 			renewed = nil
-			return err
+			return nil, err
 		}
-		held := keep(leases, ids, func(l leaseRenewal) int64 { return l.ID })
-		heldJSON, err := json.Marshal(held)
-		if err != nil {
-			return err
-		}
-		if _, err := q.ExecContext(ctx, jobHeartbeatSQL, string(heldJSON), now, now); err != nil {
-			return err
+		// As many IDs as leases: every lease is held, each once.
+		heldJSON := leasesJSON
+		if len(ids) < len(leases) {
+			held := keep(leases, ids, func(l leaseRenewal) int64 { return l.ID })
+			if heldJSON, err = json.Marshal(held); err != nil {
+				return nil, err
+			}
 		}
 		renewed = ids
-		return nil
+		return []stmt{{query: jobHeartbeatSQL, args: []any{string(heldJSON), now, now}}}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
@@ -450,7 +529,12 @@ var finishStates = []leasetype.JobState{
 // JobFinish ends the leases of params.Items in one transaction of three
 // statements whatever the batch size: a locking read of the leases still
 // held, one INSERT ... SELECT of their attempt rows and one UPDATE ... JOIN
-// JSON_TABLE of their jobs. It returns the IDs written in input order.
+// JSON_TABLE of their jobs. In one of the driver's own transactions that is
+// two round trips: the locking read begins the transaction, and the INSERT,
+// the UPDATE and the COMMIT go together (connTx). The locking read also
+// tells which jobs have dependents; only for those do the dependency rules
+// (propagateDependencies) run, before the commit. It returns the IDs
+// written in input order.
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
 	// An ID given twice can be written at most once: keep its first item.
 	items := make([]finishItem, 0, len(params.Items))
@@ -483,32 +567,67 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		return nil, fmt.Errorf("finish leases: encode: %w", err)
 	}
 	var written []int64
-	err = e.write(ctx, func(q querier) error {
+	err = e.writeEnd(ctx, func(q querier) ([]stmt, error) {
 		written = []int64{}
-		ids, now, err := pick(ctx, q, jobFinishPickSQL, string(itemsJSON), params.Owner)
+		ids, parents, now, err := pickFinish(ctx, q, string(itemsJSON), params.Owner)
 		if err != nil || len(ids) == 0 {
-			return err
+			return nil, err
 		}
-		held := keep(items, ids, func(f finishItem) int64 { return f.ID })
-		heldJSON, err := json.Marshal(held)
-		if err != nil {
-			return err
-		}
-		if _, err := q.ExecContext(ctx, attemptInsertFinishedSQL, now, string(heldJSON)); err != nil {
-			return fmt.Errorf("record attempts: %w", err)
-		}
-		if _, err := q.ExecContext(ctx, jobFinishSQL, string(heldJSON), now, now, now); err != nil {
-			return err
+		heldJSON := itemsJSON
+		held := items
+		if len(ids) < len(items) {
+			held = keep(items, ids, func(f finishItem) int64 { return f.ID })
+			if heldJSON, err = json.Marshal(held); err != nil {
+				return nil, err
+			}
 		}
 		for _, it := range held {
 			written = append(written, it.ID)
 		}
-		return propagateDependencies(ctx, q, written, running)
+		end := []stmt{
+			{query: attemptInsertFinishedSQL, args: []any{now, string(heldJSON)}},
+			{query: jobFinishSQL, args: []any{string(heldJSON), now, now, now}},
+		}
+		if len(parents) == 0 {
+			return end, nil
+		}
+		if err := execEach(ctx, q, end); err != nil {
+			return nil, err
+		}
+		return nil, propagateDependencies(ctx, q, parents, running)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish leases: %w", err)
 	}
 	return written, nil
+}
+
+// pickFinish runs jobFinishPickSQL and returns the IDs it locked, those of
+// them that have dependents, and the database clock as a statement argument.
+func pickFinish(ctx context.Context, q querier, itemsJSON, owner string) (ids, parents []int64, now any, err error) {
+	rows, err := q.QueryContext(ctx, jobFinishPickSQL, itemsJSON, owner)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer rows.Close()
+	var at dbTime
+	for rows.Next() {
+		var (
+			id            int64
+			hasDependents bool
+		)
+		if err := rows.Scan(&id, &at, &hasDependents); err != nil {
+			return nil, nil, nil, err
+		}
+		ids = append(ids, id)
+		if hasDependents {
+			parents = append(parents, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	return ids, parents, timeArg(&at.Time), nil
 }
 
 // expireCandidates lists running jobs whose lease expired, locking nothing.
