@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -291,7 +293,7 @@ func mysqlEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine,
 	if name == "raw" {
 		trips = &env.raw.trips
 	}
-	return &lockCounted{engine: e, admin: env.leasehold.db, trips: trips}, nil
+	return &lockCounted{engine: e, admin: env.leasehold.db, trips: trips, ours: []string{env.raw.name, env.leasehold.name}}, nil
 }
 
 func newMySQLEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine, error) {
@@ -381,11 +383,53 @@ type lockCounted struct {
 	// transaction command or ping: its round trips.
 	trips *atomic.Int64
 
+	// ours are the bench's databases: sessions on others are other users
+	// of the server.
+	ours []string
+
 	at0       map[string]int64 // the counters at the last start
 	trips0    int64
+	foreign0  map[int]time.Duration
 	sum       map[string]int64 // their increase over the rounds
 	roundTrip int64
-	jobs      int64 // the jobs the rounds completed
+	foreign   time.Duration // server CPU of other users' sessions over the rounds
+	jobs      int64         // the jobs the rounds completed
+}
+
+// foreignSessionCPU reads the CPU of each server thread that serves a
+// session on a database other than ours, by thread ID: MariaDB's
+// PROCESSLIST.TID names it (MySQL has no such column, and nothing is
+// read). On a shared server those sessions' CPU counts in the server's, and
+// this tells how much.
+func foreignSessionCPU(ctx context.Context, db *sql.DB, ours []string) map[int]time.Duration {
+	var pid int
+	for p := range serverCPUByPID(nil, mysqlServer.procs) {
+		pid = p
+	}
+	rows, err := db.QueryContext(ctx, "SELECT TID FROM information_schema.PROCESSLIST WHERE DB IS NOT NULL AND DB NOT IN (?, ?)", ours[0], ours[1])
+	if err != nil || pid == 0 {
+		return nil
+	}
+	defer rows.Close()
+	out := map[int]time.Duration{}
+	for rows.Next() {
+		var tid int
+		if rows.Scan(&tid) != nil {
+			return nil
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[tid] = time.Duration(ut+st) * clockTick
+	}
+	return out
 }
 
 // readCounters reads serverCounters.
@@ -413,6 +457,7 @@ func (e *lockCounted) start(ctx context.Context) error {
 		return err
 	}
 	e.trips0 = e.trips.Load()
+	e.foreign0 = foreignSessionCPU(ctx, e.admin, e.ours)
 	return e.engine.start(ctx)
 }
 
@@ -420,6 +465,11 @@ func (e *lockCounted) stop(ctx context.Context) error {
 	done := e.engine.completed()
 	err := e.engine.stop(ctx)
 	trips := e.trips.Load()
+	for tid, t := range foreignSessionCPU(ctx, e.admin, e.ours) {
+		if t0, ok := e.foreign0[tid]; ok {
+			e.foreign += t - t0
+		}
+	}
 	at1, cerr := readCounters(ctx, e.admin)
 	if err == nil {
 		err = cerr
@@ -445,7 +495,8 @@ func (e *lockCounted) traceReport(w io.Writer) {
 		e.name(), e.sum["Innodb_row_lock_waits"], e.sum["Innodb_row_lock_time"])
 	jobs := float64(max(e.jobs, 1))
 	var b strings.Builder
-	fmt.Fprintf(&b, "#   %s per job over %d jobs: round trips %.4f (its pool's packets written); server-wide", e.name(), e.jobs, float64(e.roundTrip)/jobs)
+	fmt.Fprintf(&b, "#   %s per job over %d jobs: round trips %.4f (its pool's packets written); server CPU of sessions on other databases %.1f µs (counted in its CPU/job); server-wide",
+		e.name(), e.jobs, float64(e.roundTrip)/jobs, float64(e.foreign.Microseconds())/jobs)
 	for _, k := range serverCounters[:len(serverCounters)-2] {
 		fmt.Fprintf(&b, " %s %.4f", k, float64(e.sum[k])/jobs)
 	}

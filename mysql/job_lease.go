@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,15 +124,45 @@ const jsonFinish = `JSON_TABLE(?, '$[*]' COLUMNS (
 	f_error LONGTEXT PATH '$.error',
 	f_scheduled_at VARCHAR(32) PATH '$.scheduled_at')) AS f`
 
-// jobFinishPickSQL locks the items of the first argument whose lease is
-// still held by the lease owner of the second, and reads whether each has
-// dependents: the lock keeps has_dependents as read until the commit, since
-// a new dependent locks its parents first (applyDependencies).
+// jsonLeaseRefs is the JSON_TABLE of a finish's leases: [[id, token], ...],
+// two numbers an item, which the server reads faster than jsonFinish's
+// objects.
+const jsonLeaseRefs = `JSON_TABLE(?, '$[*]' COLUMNS (
+	r_id BIGINT PATH '$[0]',
+	r_token BIGINT PATH '$[1]')) AS r`
+
+// jobFinishPickSQL locks the leases of the first argument (jsonLeaseRefs)
+// still held by the lease owner of the second, and reads whether each job
+// has dependents: the lock keeps has_dependents as read until the commit,
+// since a new dependent locks its parents first (applyDependencies).
 const jobFinishPickSQL = `SELECT j.id, ` + nowExpr + `, j.has_dependents
-FROM ` + jsonFinish + `
-JOIN leasehold_job j ON j.id = f.f_id
-WHERE j.lease_token = f.f_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
+FROM ` + jsonLeaseRefs + `
+JOIN leasehold_job j ON j.id = r.r_id
+WHERE j.lease_token = r.r_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
 FOR UPDATE`
+
+// attemptInsertCompletedSQLFormat appends the attempt rows of completions
+// (the %s: their IDs), finished at the argument: what
+// attemptInsertFinishedSQL writes for an item that completes with no error,
+// without an item to read. The pick locked the jobs running with the
+// tokens given, and nothing else can change them before the commit: the
+// IDs are the whole condition, and the primary key the only way in (a test
+// of state would let the optimizer walk the state index instead).
+const attemptInsertCompletedSQLFormat = `INSERT INTO leasehold_attempt
+	(job_id, attempt, token, owner, leased_at, lease_until,
+	 last_heartbeat_at, heartbeats, finished_at, outcome, error)
+SELECT id, attempt, lease_token, COALESCE(lease_owner, ''), leased_at, lease_until,
+	heartbeat_at, heartbeats, CAST(? AS DATETIME(6)), 'completed', NULL
+FROM leasehold_job
+WHERE id IN (%s)`
+
+// jobCompleteSQLFormat completes the jobs of the %s (their IDs, locked by
+// the pick as for attemptInsertCompletedSQLFormat) at the argument: what
+// jobFinishSQL writes for an item that completes with no error (a
+// completion never gives way to a cancellation request).
+const jobCompleteSQLFormat = `UPDATE leasehold_job
+SET finalized_at = CAST(? AS DATETIME(6)), state = 'completed'
+WHERE id IN (%s)`
 
 // finishCancelled tells whether an item's outcome gives way to a
 // cancellation request: the job was asked to stop, and the item would let it
@@ -537,7 +568,7 @@ var finishStates = []leasetype.JobState{
 // written in input order.
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
 	// An ID given twice can be written at most once: keep its first item.
-	items := make([]finishItem, 0, len(params.Items))
+	items := make([]*driver.JobFinish, 0, len(params.Items))
 	seen := make(map[int64]bool, len(params.Items))
 	for _, it := range params.Items {
 		if !slices.Contains(finishStates, it.State) {
@@ -547,46 +578,29 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 			continue
 		}
 		seen[it.ID] = true
-		fi := finishItem{ID: it.ID, Token: it.Token, State: string(it.State), Outcome: string(it.Outcome)}
-		if it.CountError {
-			fi.CountError = 1
-		}
-		if it.Error != "" {
-			fi.Error = &it.Error
-		}
-		if it.ScheduledAt != nil {
-			fi.ScheduledAt = timeArg(it.ScheduledAt)
-		}
-		items = append(items, fi)
+		items = append(items, it)
 	}
 	if len(items) == 0 {
 		return []int64{}, nil
 	}
-	itemsJSON, err := json.Marshal(items)
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: encode: %w", err)
-	}
+	refs := leaseRefsJSON(items)
 	var written []int64
-	err = e.writeEnd(ctx, func(q querier) ([]stmt, error) {
+	err := e.writeEnd(ctx, func(q querier) ([]stmt, error) {
 		written = []int64{}
-		ids, parents, now, err := pickFinish(ctx, q, string(itemsJSON), params.Owner)
+		ids, parents, now, err := pickFinish(ctx, q, refs, params.Owner)
 		if err != nil || len(ids) == 0 {
 			return nil, err
 		}
-		heldJSON := itemsJSON
 		held := items
 		if len(ids) < len(items) {
-			held = keep(items, ids, func(f finishItem) int64 { return f.ID })
-			if heldJSON, err = json.Marshal(held); err != nil {
-				return nil, err
-			}
+			held = keep(items, ids, func(f *driver.JobFinish) int64 { return f.ID })
+		}
+		end, err := finishStmts(held, now)
+		if err != nil {
+			return nil, err
 		}
 		for _, it := range held {
 			written = append(written, it.ID)
-		}
-		end := []stmt{
-			{query: attemptInsertFinishedSQL, args: []any{now, string(heldJSON)}},
-			{query: jobFinishSQL, args: []any{string(heldJSON), now, now, now}},
 		}
 		if len(parents) == 0 {
 			return end, nil
@@ -602,10 +616,77 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	return written, nil
 }
 
+// plainCompletion tells whether it completes with no error and nothing
+// else: the outcome of almost every job, which attemptInsertCompletedSQLFormat
+// and jobCompleteSQLFormat write by ID, without an item to read.
+func plainCompletion(it *driver.JobFinish) bool {
+	return it.State == leasetype.JobStateCompleted && it.Outcome == leasetype.OutcomeCompleted &&
+		it.Error == "" && !it.CountError && it.ScheduledAt == nil
+}
+
+// finishStmts returns the statements that end the leases of held (locked
+// by the pick) at now: the attempt rows first, then the jobs; plain
+// completions by ID, the other items through jsonFinish.
+func finishStmts(held []*driver.JobFinish, now any) ([]stmt, error) {
+	var completed []any
+	var other []finishItem
+	for _, it := range held {
+		if plainCompletion(it) {
+			completed = append(completed, it.ID)
+			continue
+		}
+		fi := finishItem{ID: it.ID, Token: it.Token, State: string(it.State), Outcome: string(it.Outcome)}
+		if it.CountError {
+			fi.CountError = 1
+		}
+		if it.Error != "" {
+			fi.Error = &it.Error
+		}
+		if it.ScheduledAt != nil {
+			fi.ScheduledAt = timeArg(it.ScheduledAt)
+		}
+		other = append(other, fi)
+	}
+	var out []stmt
+	if len(completed) > 0 {
+		list := placeholders(len(completed))
+		out = append(out,
+			stmt{query: fmt.Sprintf(attemptInsertCompletedSQLFormat, list), args: append([]any{now}, completed...)},
+			stmt{query: fmt.Sprintf(jobCompleteSQLFormat, list), args: append([]any{now}, completed...)})
+	}
+	if len(other) > 0 {
+		otherJSON, err := json.Marshal(other)
+		if err != nil {
+			return nil, fmt.Errorf("encode: %w", err)
+		}
+		out = append(out,
+			stmt{query: attemptInsertFinishedSQL, args: []any{now, string(otherJSON)}},
+			stmt{query: jobFinishSQL, args: []any{string(otherJSON), now, now, now}})
+	}
+	return out, nil
+}
+
+// leaseRefsJSON encodes the leases of items for jsonLeaseRefs.
+func leaseRefsJSON(items []*driver.JobFinish) string {
+	b := make([]byte, 0, 24*len(items)+2)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, it.ID, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, it.Token, 10)
+		b = append(b, ']')
+	}
+	return string(append(b, ']'))
+}
+
 // pickFinish runs jobFinishPickSQL and returns the IDs it locked, those of
 // them that have dependents, and the database clock as a statement argument.
-func pickFinish(ctx context.Context, q querier, itemsJSON, owner string) (ids, parents []int64, now any, err error) {
-	rows, err := q.QueryContext(ctx, jobFinishPickSQL, itemsJSON, owner)
+func pickFinish(ctx context.Context, q querier, refs, owner string) (ids, parents []int64, now any, err error) {
+	rows, err := q.QueryContext(ctx, jobFinishPickSQL, refs, owner)
 	if err != nil {
 		return nil, nil, nil, err
 	}
