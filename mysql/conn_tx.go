@@ -78,7 +78,9 @@ type stmt struct {
 // beginSQL goes in front of its first statement, and commit sends the
 // transaction's last statements and COMMIT as one. A write of a locking
 // read and an UPDATE is then two round trips, not five. It needs
-// multi-statement support (Driver.multiStatements).
+// multi-statement support (Driver.multiStatements). Were a transaction ever
+// left open on the connection, the next connTx would fail on its SET
+// TRANSACTION (error 1568) rather than commit it with START TRANSACTION.
 type connTx struct {
 	conn *sql.Conn
 	// begun is set once the first statement, with beginSQL in front of it,

@@ -67,10 +67,11 @@ func (e *executor) read() (querier, error) {
 	return e.q, nil
 }
 
-// beginPool starts one of the driver's own transactions on the pool (or on
-// the executor's reserved connection). READ COMMITTED keeps locking reads
-// from taking gap locks, which would hold up inserts into a queue while a
-// claim is in flight.
+// beginPool starts a READ COMMITTED database/sql transaction on the pool
+// (or on the executor's reserved connection): Begin's, and the driver's own
+// on a *sql.DB without multi-statement support (elsewhere those are
+// connTx). READ COMMITTED keeps locking reads from taking gap locks, which
+// would hold up inserts into a queue while a claim is in flight.
 func (e *executor) beginPool(ctx context.Context) (*sql.Tx, error) {
 	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	var tx *sql.Tx
