@@ -327,16 +327,23 @@ locked (and the kind's, for a kind's KeyLimit), then the claim ranks
 claimable jobs within their key, counts each key's running jobs with an
 unexpired lease and its starts in the current rate window, and leases
 only the jobs that fit (one statement on Postgres, a few on SQLite and
-MySQL/MariaDB). It ranks only the keys it visits: it walks the keys of
-the queue's claimable jobs in key order (a skip scan of an index; on
-MySQL/MariaDB a batch of keys per statement), starting after the last
-key the queue's previous keyed claim visited (the kind's, for the claim
-of a kind with a limit of its own) and wrapping round, until it has
-found as many keys with a free slot and a claimable job as the claim may
-take (or has visited every key, or that many plus 256), and reads each
-visited key's first jobs; jobs without a key are read in claim order as
-one more group. What it guarantees, on the database clock, for clients
-configured alike:
+MySQL/MariaDB). It ranks only the keys it visits: it walks the queue's
+keys in key order, starting after the last key the queue's previous
+keyed claim visited (the kind's, for the claim of a kind with a limit of
+its own) and wrapping round, until it has found as many keys with a free
+slot and a claimable job as the claim may take (or has visited every
+key, or that many plus 256), and reads each such key's first jobs. On
+Postgres the keys are the rows of table leasehold_queue_key, one per
+queue and key of a job not completed, kept by triggers on the job table;
+the maintenance leader deletes the keys whose jobs have all completed,
+checking 5,000 keys every 2 seconds, as a key still in the table costs
+every walk that passes it its counts; a key whose slots are taken costs
+its counts, not a read of its jobs. On SQLite and MySQL/MariaDB the walk
+is a skip scan of an index of the claimable jobs by key (on MySQL/MariaDB
+a batch of keys per statement): a key with no claimable job costs
+nothing, a full one its counts and a probe for its first job. Jobs
+without a key are read in claim order as one more group. What it
+guarantees, on the database clock, for clients configured alike:
 
   - KeyLimit: at most N running jobs with one key in the queue
     (QueueConfig.KeyLimit) or of the kind in every queue

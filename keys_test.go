@@ -98,3 +98,33 @@ func TestInWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestOneKeyedStatement: a limited claim goes in one round trip
+// (driver.LockedKeyedClaimer) only when it is one keyed statement under the
+// queue's limit row: with key options alone, not with a GlobalLimit, a rate
+// limit of either kind, or a kind with limits of its own, each of which
+// needs work between the lock and the commit.
+func TestOneKeyedStatement(t *testing.T) {
+	rate := &RateLimit{Limit: 5, Period: time.Second}
+	for _, tc := range []struct {
+		name    string
+		q       QueueConfig
+		workers map[string]*workerEntry
+		want    bool
+	}{
+		{"key limit", QueueConfig{KeyLimit: 1}, nil, true},
+		{"fair", QueueConfig{Fair: true}, nil, true},
+		{"sequenced", QueueConfig{Sequenced: true}, nil, true},
+		{"no key options", QueueConfig{}, nil, false},
+		{"key limit and global limit", QueueConfig{KeyLimit: 1, GlobalLimit: 10}, nil, false},
+		{"key limit and rate", QueueConfig{KeyLimit: 1, RateLimit: rate}, nil, false},
+		{"key rate", QueueConfig{KeyRateLimit: rate}, nil, false},
+		{"kind key limit", QueueConfig{}, map[string]*workerEntry{"k": {kind: "k", opts: WorkerOpts{KeyLimit: 1}}}, false},
+		{"kind global limit", QueueConfig{KeyLimit: 1}, map[string]*workerEntry{"k": {kind: "k", opts: WorkerOpts{GlobalLimit: 2}}}, false},
+		{"kind without limits", QueueConfig{KeyLimit: 1}, map[string]*workerEntry{"k": {kind: "k"}}, true},
+	} {
+		if got := newFlowLimits(tc.q, tc.workers).oneKeyedStatement(); got != tc.want {
+			t.Errorf("%s: oneKeyedStatement = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -34,6 +34,14 @@ func (f *flowLimits) limited() bool {
 	return f != nil && (f.queueLimit > 0 || f.rate != nil || len(f.kindLimits) > 0 || f.keyed)
 }
 
+// oneKeyedStatement reports whether a limited claim is one keyed statement
+// under the queue's limit row and nothing else: key options, but no
+// GlobalLimit, no rate limit of either kind and no kind with a limit of its
+// own (each needs a count, a window or a statement of its own).
+func (f *flowLimits) oneKeyedStatement() bool {
+	return f.keyed && f.queueLimit == 0 && f.rate == nil && f.keyRate == nil && len(f.kinds) == 0
+}
+
 // countsRunning reports whether a limited claim needs the running counts
 // of the queue and its kinds: when a GlobalLimit applies.
 func (f *flowLimits) countsRunning() bool {
@@ -90,15 +98,7 @@ func (k *keyedClaim) claim(ctx context.Context, tx driver.ExecutorTx, p *driver.
 	if !k.f.keyed {
 		return tx.JobClaim(ctx, p)
 	}
-	kp := &driver.JobClaimKeyedParams{
-		Claim: p, KeyLimit: k.f.queueKeyLimit, KeyRate: k.window,
-		Fair: k.f.fair, SequenceContinueKinds: k.f.continueKinds,
-	}
-	if kind != "" {
-		kp.KindKeyLimit = k.f.kindKeyLimits[kind]
-		kp.Fair = kp.Fair || kp.KindKeyLimit > 0
-	}
-	rows, err := tx.JobClaimKeyed(ctx, kp)
+	rows, err := tx.JobClaimKeyed(ctx, k.params(p, kind))
 	if err != nil || k.window == nil {
 		return rows, err
 	}
@@ -112,6 +112,20 @@ func (k *keyedClaim) claim(ctx context.Context, tx driver.ExecutorTx, p *driver.
 		return nil, fmt.Errorf("record key rate windows: %w", err)
 	}
 	return rows, nil
+}
+
+// params are the keyed claim statement's parameters for claim p of kind
+// (see claim).
+func (k *keyedClaim) params(p *driver.JobClaimParams, kind string) *driver.JobClaimKeyedParams {
+	kp := &driver.JobClaimKeyedParams{
+		Claim: p, KeyLimit: k.f.queueKeyLimit, KeyRate: k.window,
+		Fair: k.f.fair, SequenceContinueKinds: k.f.continueKinds,
+	}
+	if kind != "" {
+		kp.KindKeyLimit = k.f.kindKeyLimits[kind]
+		kp.Fair = kp.Fair || kp.KindKeyLimit > 0
+	}
+	return kp
 }
 
 // claimResult is what one claim of a queue produced.
@@ -172,6 +186,20 @@ func (c *clientCore) claimLimitedOnce(ctx context.Context, queue string, f *flow
 		if err == nil && counts.Queue >= int64(f.queueLimit) {
 			return claimResult{capped: true}, nil
 		}
+	}
+	if lk, ok := c.leaseExec.(driver.LockedKeyedClaimer); ok && f.oneKeyedStatement() {
+		// Nothing to do between the lock, the claim and the commit: one
+		// round trip.
+		kc := &keyedClaim{f: f}
+		rows, err := lk.JobClaimKeyedLocked(ctx,
+			&driver.LimitLockParams{Keys: []driver.LimitKey{{Scope: driver.LimitScopeQueue, Name: queue}}},
+			kc.params(c.claimParams(queue, limit), ""))
+		if err != nil {
+			return res, fmt.Errorf("limited claim: %w", err)
+		}
+		// A keyed claim that took less than it could may have skipped
+		// jobs whose keys are full.
+		return claimResult{rows: rows, capped: len(rows) < limit}, nil
 	}
 	tx, err := c.leaseExec.Begin(ctx)
 	if err != nil {

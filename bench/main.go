@@ -78,6 +78,7 @@ type options struct {
 	backend      string
 	pool         int
 	keys         int
+	keyLimit     int
 	claims       int
 }
 
@@ -104,7 +105,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 0, "measured time per round (continuous 10s, latency 10s, heartbeat 40s)")
 	rates := fs.String("rate", "100,1000", "latency: enqueue rates in jobs/s, comma-separated")
 	engines := fs.String("engines", "", "comma-separated engines (default per mode; see setup.go)")
-	fs.IntVar(&o.keys, "keys", 0, "drain (postgres): also run leasehold-keys, the same drain with jobs over this many flow-control keys and KeyLimit 1; keyclaim: the keys of the backlog (100000)")
+	fs.IntVar(&o.keys, "keys", 0, "drain (postgres): also run leasehold-keys, the same drain with jobs over this many flow-control keys and KeyLimit -key-limit; keyclaim: the keys of the backlog (100000)")
+	fs.IntVar(&o.keyLimit, "key-limit", 1, "drain -keys: the KeyLimit of leasehold-keys")
 	fs.IntVar(&o.claims, "claims", 0, "keyclaim: keyed claims of up to 100 jobs timed (500)")
 	fs.IntVar(&o.workers, "workers", 2000, "MaxWorkers of river and leasehold in drain, continuous and sqlite (River's bench uses 2000)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "heartbeat: lease TTL (leasehold default 30s)")

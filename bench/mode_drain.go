@@ -26,7 +26,7 @@ func runDrain(ctx context.Context, o *options, out io.Writer) error {
 	}
 	var engines []engine
 	for _, n := range names {
-		e, err := b.engine(n, engineSpec{workers: o.workers, keys: o.keys}, newHooks())
+		e, err := b.engine(n, engineSpec{workers: o.workers, keys: o.keys, keyLimit: o.keyLimit}, newHooks())
 		if err != nil {
 			return err
 		}
@@ -39,6 +39,9 @@ func runDrain(ctx context.Context, o *options, out io.Writer) error {
 	}
 	b.printAbout(out)
 	fmt.Fprintf(out, "# drain: %d jobs per round, %d rounds, engines alternating\n", jobs, orDefault(o.rounds, 3))
+	if o.keys > 0 {
+		fmt.Fprintf(out, "# leasehold-keys: jobs over %d keys round robin, KeyLimit %d\n", o.keys, max(1, o.keyLimit))
+	}
 	printThroughput(out, b.line+"drain", "jobs/s", all, b.server)
 	printTraces(out, engines)
 	b.printAfter(out)

@@ -78,8 +78,9 @@ type engineSpec struct {
 	// default); leasehold-nowindow ignores it.
 	notifyWindow time.Duration
 	// keys is the number of distinct flow-control keys the jobs of
-	// leasehold-keys are spread over (its queue has KeyLimit 1).
-	keys int
+	// leasehold-keys are spread over; keyLimit is its queue's KeyLimit
+	// (0: 1).
+	keys, keyLimit int
 }
 
 // riverBenchConfig is the configuration of River's own benchmark
@@ -109,7 +110,7 @@ func riverBenchConfig(workers int) river.Config {
 //	                 the window), to measure what the window saves
 func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *hooks) (engine, error) {
 	lhExec, rvExec := poolExec(env.leasehold), poolExec(env.river)
-	lhReset := []string{"TRUNCATE leasehold_job, leasehold_attempt"}
+	lhReset := []string{"TRUNCATE leasehold_job, leasehold_attempt, leasehold_queue_key"}
 	rvReset := []string{"TRUNCATE river_job"}
 	switch name {
 	case "raw":
@@ -132,8 +133,8 @@ func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *
 			if spec.keys < 1 {
 				return nil, fmt.Errorf("leasehold-keys needs -keys N (N ≥ 1)")
 			}
-			// The keyed claim: at most one running job per key.
-			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers, KeyLimit: 1}}
+			// The keyed claim: at most keyLimit running jobs per key.
+			cfg.Queues = map[string]leasehold.QueueConfig{"default": {MaxWorkers: spec.workers, KeyLimit: max(1, spec.keyLimit)}}
 		}
 		if name == "leasehold-shared" {
 			// The lease machinery on the shared pool instead of its

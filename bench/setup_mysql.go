@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -9,8 +10,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -76,9 +79,41 @@ const mysqlAnalyze = "ANALYZE TABLE leasehold_job"
 // settings; database/sql's pool with no cap on open connections, 16 idle).
 type mysqlDB struct {
 	name string
-	dsn  string
+	dsn  string // the DSN without the counting network, for child processes
 	drv  *mysql.Driver
 	db   *sql.DB
+	// trips counts the packets db's connections write (countedNet).
+	trips atomic.Int64
+}
+
+// countedNet registers a go-sql-driver network that dials network, as the
+// DSN would, through a connection that counts each write in trips: the
+// driver writes a command (a statement, COMMIT, a ping) in one packet and
+// waits for its answer, so the count is the pool's round trips (a packet
+// over 16 MiB, which these runs never send, would count more than once).
+// It returns the name to put in the DSN.
+func countedNet(network, db string, trips *atomic.Int64) string {
+	name := "counted-" + db
+	mysqldriver.RegisterDialContext(name, func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countedConn{Conn: c, writes: trips}, nil
+	})
+	return name
+}
+
+// countedConn counts its writes.
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
 }
 
 // mysqlEnv holds one database per engine, migrated.
@@ -117,12 +152,15 @@ func setupMySQL(ctx context.Context, prefix string) (*mysqlEnv, error) {
 		}
 		c := cfg.Clone()
 		c.DBName = name
-		drv, db, err := mysql.Open(c.FormatDSN())
+		m := &mysqlDB{name: name, dsn: c.FormatDSN()}
+		counted := c.Clone()
+		counted.Net = countedNet(c.Net, name, &m.trips)
+		drv, db, err := mysql.Open(counted.FormatDSN())
 		if err != nil {
 			env.close()
 			return nil, fmt.Errorf("open database %s: %w", name, err)
 		}
-		m := &mysqlDB{name: name, dsn: c.FormatDSN(), drv: drv, db: db}
+		m.drv, m.db = drv, db
 		if suffix == "raw" {
 			env.raw = m
 		} else {
@@ -251,7 +289,11 @@ func mysqlEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine,
 	if err != nil {
 		return nil, err
 	}
-	return &lockCounted{engine: e, admin: env.leasehold.db}, nil
+	trips := &env.leasehold.trips
+	if name == "raw" {
+		trips = &env.raw.trips
+	}
+	return &lockCounted{engine: e, admin: env.leasehold.db, trips: trips, ours: []string{env.raw.name, env.leasehold.name}}, nil
 }
 
 func newMySQLEngine(env *mysqlEnv, name string, spec engineSpec, h *hooks) (engine, error) {
@@ -320,63 +362,143 @@ func dbExecAll(ctx context.Context, db *sql.DB, stmts ...string) error {
 	return nil
 }
 
-// lockCounted wraps an engine to add up InnoDB's row-lock counters between
-// its starts and stops. They are server-wide: other clients of the server
-// count too.
+// serverCounters are the server-wide status counters a -backend mysql
+// engine reports per job over its rounds: statements by kind (an UPDATE or
+// INSERT joined to JSON_TABLE counts as Com_update_multi or
+// Com_insert_select; SET TRANSACTION as Com_set_option), InnoDB's row work
+// (rows read and sent, handler calls) and its row-lock waits.
+var serverCounters = []string{"Questions", "Com_select", "Com_update", "Com_update_multi", "Com_insert",
+	"Com_insert_select", "Com_begin", "Com_commit", "Com_rollback", "Com_set_option",
+	"Rows_read", "Rows_sent", "Handler_read_key", "Handler_read_next", "Handler_update", "Handler_write",
+	"Innodb_row_lock_waits", "Innodb_row_lock_time"}
+
+// lockCounted wraps an engine to add up the server's status counters
+// (serverCounters) and the round trips of the engine's pool between its
+// starts and stops. The counters are server-wide: other clients of the
+// server count too.
 type lockCounted struct {
 	engine
-	admin         *sql.DB
-	waits, waitMs int64
-	w0, ms0       int64
+	admin *sql.DB
+	// trips counts the packets the engine's pool writes, one per statement,
+	// transaction command or ping: its round trips.
+	trips *atomic.Int64
+
+	// ours are the bench's databases: sessions on others are other users
+	// of the server.
+	ours []string
+
+	at0       map[string]int64 // the counters at the last start
+	trips0    int64
+	foreign0  map[int]time.Duration
+	sum       map[string]int64 // their increase over the rounds
+	roundTrip int64
+	foreign   time.Duration // server CPU of other users' sessions over the rounds
+	jobs      int64         // the jobs the rounds completed
 }
 
-// rowLockCounters reads Innodb_row_lock_waits and Innodb_row_lock_time (ms).
-func rowLockCounters(ctx context.Context, db *sql.DB) (waits, ms int64, err error) {
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')")
-	if err != nil {
-		return 0, 0, fmt.Errorf("read row lock counters: %w", err)
+// foreignSessionCPU reads the CPU of each server thread that serves a
+// session on a database other than ours, by thread ID: MariaDB's
+// PROCESSLIST.TID names it (MySQL has no such column, and nothing is
+// read). On a shared server those sessions' CPU counts in the server's, and
+// this tells how much.
+func foreignSessionCPU(ctx context.Context, db *sql.DB, ours []string) map[int]time.Duration {
+	var pid int
+	for p := range serverCPUByPID(nil, mysqlServer.procs) {
+		pid = p
+	}
+	rows, err := db.QueryContext(ctx, "SELECT TID FROM information_schema.PROCESSLIST WHERE DB IS NOT NULL AND DB NOT IN (?, ?)", ours[0], ours[1])
+	if err != nil || pid == 0 {
+		return nil
 	}
 	defer rows.Close()
+	out := map[int]time.Duration{}
+	for rows.Next() {
+		var tid int
+		if rows.Scan(&tid) != nil {
+			return nil
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[tid] = time.Duration(ut+st) * clockTick
+	}
+	return out
+}
+
+// readCounters reads serverCounters.
+func readCounters(ctx context.Context, db *sql.DB) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(serverCounters, "','")+"')")
+	if err != nil {
+		return nil, fmt.Errorf("read status counters: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
 	for rows.Next() {
 		var k string
 		var v int64
 		if err := rows.Scan(&k, &v); err != nil {
-			return 0, 0, err
+			return nil, err
 		}
-		if k == "Innodb_row_lock_waits" {
-			waits = v
-		} else {
-			ms = v
-		}
+		out[k] = v
 	}
-	return waits, ms, rows.Err()
+	return out, rows.Err()
 }
 
 func (e *lockCounted) start(ctx context.Context) error {
 	var err error
-	if e.w0, e.ms0, err = rowLockCounters(ctx, e.admin); err != nil {
+	if e.at0, err = readCounters(ctx, e.admin); err != nil {
 		return err
 	}
+	e.trips0 = e.trips.Load()
+	e.foreign0 = foreignSessionCPU(ctx, e.admin, e.ours)
 	return e.engine.start(ctx)
 }
 
 func (e *lockCounted) stop(ctx context.Context) error {
+	done := e.engine.completed()
 	err := e.engine.stop(ctx)
-	w, ms, cerr := rowLockCounters(ctx, e.admin)
+	trips := e.trips.Load()
+	for tid, t := range foreignSessionCPU(ctx, e.admin, e.ours) {
+		if t0, ok := e.foreign0[tid]; ok {
+			e.foreign += t - t0
+		}
+	}
+	at1, cerr := readCounters(ctx, e.admin)
 	if err == nil {
 		err = cerr
 	}
-	e.waits += w - e.w0
-	e.waitMs += ms - e.ms0
+	if e.sum == nil {
+		e.sum = map[string]int64{}
+	}
+	for k, v := range at1 {
+		e.sum[k] += v - e.at0[k]
+	}
+	e.roundTrip += trips - e.trips0
+	e.jobs += done
 	return err
 }
 
-// traceReport prints the wrapped engine's statement trace, if any, and the
-// row-lock waits of its rounds.
+// traceReport prints the wrapped engine's statement trace, if any, the
+// row-lock waits of its rounds, and its statements and round trips per job.
 func (e *lockCounted) traceReport(w io.Writer) {
 	if t, ok := e.engine.(interface{ traceReport(io.Writer) }); ok {
 		t.traceReport(w)
 	}
 	fmt.Fprintf(w, "#   %s InnoDB row lock waits %d, %d ms waited in all (server-wide Innodb_row_lock_waits/_time over its rounds)\n",
-		e.name(), e.waits, e.waitMs)
+		e.name(), e.sum["Innodb_row_lock_waits"], e.sum["Innodb_row_lock_time"])
+	jobs := float64(max(e.jobs, 1))
+	var b strings.Builder
+	fmt.Fprintf(&b, "#   %s per job over %d jobs: round trips %.4f (its pool's packets written); server CPU of sessions on other databases %.1f µs (counted in its CPU/job); server-wide",
+		e.name(), e.jobs, float64(e.roundTrip)/jobs, float64(e.foreign.Microseconds())/jobs)
+	for _, k := range serverCounters[:len(serverCounters)-2] {
+		fmt.Fprintf(&b, " %s %.4f", k, float64(e.sum[k])/jobs)
+	}
+	fmt.Fprintln(w, b.String())
 }

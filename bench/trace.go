@@ -54,7 +54,7 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range []string{"claim", "finish", "finish+claim", "heartbeat", "attempts", "attempts+claim"} {
+	for _, kind := range []string{"claim", "finish", "finish+claim", "heartbeat", "attempts", "attempts+claim", "keyed claim", "limited tx"} {
 		s := t.kinds[kind]
 		if s == nil || s.n == 0 {
 			continue
@@ -76,6 +76,39 @@ func (e tracedExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParams) 
 	rows, err := e.Executor.JobClaim(ctx, p)
 	e.t.record("claim", len(rows), time.Since(start))
 	return rows, err
+}
+
+// Begin traces the transaction's keyed claims ("keyed claim") and the
+// transaction from Begin to Commit ("limited tx", rows: the keyed claims'),
+// which a client opens for a claim of a queue with fleet-wide limits.
+func (e tracedExecutor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
+	tx, err := e.Executor.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tracedTx{ExecutorTx: tx, t: e.t, start: time.Now()}, nil
+}
+
+// tracedTx is a transaction of a traced executor.
+type tracedTx struct {
+	driver.ExecutorTx
+	t     *stmtTrace
+	start time.Time
+	rows  int
+}
+
+func (tx *tracedTx) JobClaimKeyed(ctx context.Context, p *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	start := time.Now()
+	rows, err := tx.ExecutorTx.JobClaimKeyed(ctx, p)
+	tx.t.record("keyed claim", len(rows), time.Since(start))
+	tx.rows += len(rows)
+	return rows, err
+}
+
+func (tx *tracedTx) Commit(ctx context.Context) error {
+	err := tx.ExecutorTx.Commit(ctx)
+	tx.t.record("limited tx", tx.rows, time.Since(tx.start))
+	return err
 }
 
 func (e tracedExecutor) JobFinish(ctx context.Context, p *driver.JobFinishParams) ([]int64, error) {
@@ -142,6 +175,23 @@ func (e tracedBatcher) JobAttemptsAndClaim(ctx context.Context, a *driver.JobAtt
 	return found, rows, err
 }
 
+// tracedLockedBatcher is a tracedBatcher whose executor also runs a whole
+// limited keyed claim in one round trip (driver.LockedKeyedClaimer): counted
+// as a "keyed claim" and as a "limited tx".
+type tracedLockedBatcher struct {
+	tracedBatcher
+	lk driver.LockedKeyedClaimer
+}
+
+func (e tracedLockedBatcher) JobClaimKeyedLocked(ctx context.Context, l *driver.LimitLockParams, p *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	start := time.Now()
+	rows, err := e.lk.JobClaimKeyedLocked(ctx, l, p)
+	d := time.Since(start)
+	e.t.record("keyed claim", len(rows), d)
+	e.t.record("limited tx", len(rows), d)
+	return rows, err
+}
+
 // tracedReserved is a traced executor on a client's reserved connections.
 type tracedReserved struct {
 	tracedExecutor
@@ -161,7 +211,11 @@ func traceReserved(ctx context.Context, r driver.Reserver, p *driver.OpenReserve
 	if fc, ok := ex.(driver.FinishClaimer); ok {
 		tfc := tracedFinishClaimer{tracedReserved: traced, fc: fc}
 		if ac, ok := ex.(driver.AttemptsClaimer); ok {
-			return tracedBatcher{tracedFinishClaimer: tfc, ac: ac}, nil
+			tb := tracedBatcher{tracedFinishClaimer: tfc, ac: ac}
+			if lk, ok := ex.(driver.LockedKeyedClaimer); ok {
+				return tracedLockedBatcher{tracedBatcher: tb, lk: lk}, nil
+			}
+			return tb, nil
 		}
 		return tfc, nil
 	}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"time"
 
 	"github.com/leasehold/leasehold/leasetype"
@@ -64,6 +65,50 @@ type KeyWindowAddParams struct {
 type KeyWindowPruneParams struct {
 	// Limit is the most rows to delete.
 	Limit int
+}
+
+// LockedKeyedClaimer is implemented by an executor that runs a whole
+// limited claim made of one keyed statement in one round trip: LimitLock of
+// Keys, then JobClaimKeyed, then commit, as one transaction whose claim
+// reads a snapshot taken after the locks were had. A client uses it for a
+// queue with key options but no rate limits and no kind limits, where it
+// has nothing to do between those steps. It must not be called inside a
+// transaction.
+type LockedKeyedClaimer interface {
+	JobClaimKeyedLocked(ctx context.Context, locks *LimitLockParams, params *JobClaimKeyedParams) ([]*leasetype.JobRow, error)
+}
+
+// QueueKeyPruner is implemented by an executor whose backend keeps the keys
+// of each queue's jobs in a table of their own, which its keyed claims walk
+// (Postgres): QueueKeyPrune checks up to Scan keys in (queue, key) order
+// after After, and deletes those that no job has unless completed. The
+// pruner calls it every few seconds, going round the table a step at a
+// time, so that the keys of finished work do not linger in the walk.
+type QueueKeyPruner interface {
+	QueueKeyPrune(ctx context.Context, params *QueueKeyPruneParams) (*QueueKeyPruneResult, error)
+}
+
+// QueueKey names one key of one queue.
+type QueueKey struct {
+	Queue, Key string
+}
+
+// QueueKeyPruneParams is one step of a QueueKeyPrune scan.
+type QueueKeyPruneParams struct {
+	// After is where the scan goes on: the keys after it in (queue, key)
+	// order. The zero value starts at the first key.
+	After QueueKey
+	// Scan is the most keys checked; zero means 1,000.
+	Scan int
+}
+
+// QueueKeyPruneResult is what one QueueKeyPrune step did.
+type QueueKeyPruneResult struct {
+	// Deleted is the number of keys deleted.
+	Deleted int64
+	// Next is the last key checked, the After of the next step; nil when
+	// the step reached the end of the table.
+	Next *QueueKey
 }
 
 // SequenceBlockedParams selects the blocked sequences listed.

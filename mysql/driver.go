@@ -6,10 +6,23 @@
 // UPDATE, with SKIP LOCKED for claims and expiries) that applies the whole
 // condition — fencing token and lease owner, state running, lease unexpired
 // on the database clock — and locks the rows it returns, then the UPDATE of exactly those
-// rows, then the attempt rows or the read-back. No other transaction can
+// rows, and the attempt rows of a finish. No other transaction can
 // change a locked row in between, so the condition still holds when the row
 // is written: the write is as conditional as Postgres's single statement.
-// Concurrent claimers skip each other's locked rows instead of waiting.
+// Concurrent claimers skip each other's locked rows instead of waiting. A
+// claim's locking read returns the whole rows and the lease the UPDATE then
+// writes (the same expressions on the same locked rows), so nothing is read
+// after it.
+//
+// The driver runs its own transactions with plain statements on a
+// connection it holds, not database/sql's Tx: the first statement goes
+// with SET TRANSACTION ISOLATION LEVEL READ COMMITTED and START TRANSACTION
+// in front of it, the last ones with COMMIT after them, in one round trip
+// each. A claim is then three round trips (a read of whether the queue has
+// a claimable job, the locking read, the UPDATE), a renewal or a finish of
+// any number of leases two. SET TRANSACTION without SESSION sets the level
+// of that one transaction: the session, and whoever uses the pooled
+// connection after the driver, keep their own.
 //
 // All lease arithmetic runs on the database clock, UTC_TIMESTAMP(6), whatever
 // the session time zone; times are DATETIME(6) columns holding UTC. The
@@ -50,16 +63,20 @@
 //   - multiStatements=true in the DSN, for Exec, the migrations and
 //     LimitLock, which send several statements at once. DSN and Open set it,
 //     with interpolateParams=true, which sends each statement in one round
-//     trip instead of three.
+//     trip instead of three. The driver's own transactions need both to
+//     begin and commit along with their statements; on a *sql.DB without
+//     them (the driver tries once, with DO ?; DO ?) they are database/sql
+//     transactions instead, three round trips more each.
 //   - Nothing of the binary log. SKIP LOCKED appears only in plain SELECTs,
 //     which are never logged; every logged write names its rows by ID (no
 //     LIMIT, no SKIP LOCKED inside an UPDATE or DELETE), so it is
 //     deterministic under statement-based replication as well. ROW or MIXED
 //     (the defaults of MySQL 8 and MariaDB) is still the safer choice for a
 //     replicated queue.
-//   - Any isolation level the server defaults to: the driver starts its own
-//     transactions as READ COMMITTED, so a claim takes no gap locks that would
-//     hold up inserts; users' transactions keep their own level. A limited
+//   - Any isolation level the server or the session defaults to: the driver
+//     starts its own transactions as READ COMMITTED, so a claim takes no gap
+//     locks that would hold up inserts; users' transactions and sessions
+//     keep their own level. A limited
 //     claim relies on it: after LimitLock, the running count reads the
 //     commits of the previous lock holder, which a REPEATABLE READ snapshot
 //     taken earlier would not show. LimitLock therefore runs only in a
@@ -100,6 +117,10 @@ type Driver struct {
 	// savepoints numbers savepoint names: MySQL replaces a savepoint of the
 	// same name instead of nesting it.
 	savepoints atomic.Uint64
+	// multi is whether db sends several statements with arguments in one
+	// round trip (multiUnknown until probed): the driver's own
+	// transactions are connTx then.
+	multi atomic.Int32
 }
 
 // New returns a driver on db, a database opened with the driver name "mysql"

@@ -15,7 +15,9 @@ const maxIdleConns = 16
 // DSN returns dsn, a go-sql-driver/mysql data source name
 // ("user:pass@tcp(host:3306)/db"), with the settings the queue needs:
 //
-//   - multiStatements=true: Exec and the migrations send several statements.
+//   - multiStatements=true: Exec and the migrations send several statements,
+//     and the driver's own transactions begin and commit in the round trips
+//     of their first and last statements.
 //   - interpolateParams=true: statements go in one round trip, not a prepare,
 //     an execute and a close. (Not with the BIG5, CP932, GB2312, GBK or SJIS
 //     connection character sets, which go-sql-driver refuses to interpolate.)

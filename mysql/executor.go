@@ -67,10 +67,11 @@ func (e *executor) read() (querier, error) {
 	return e.q, nil
 }
 
-// beginPool starts one of the driver's own transactions on the pool (or on
-// the executor's reserved connection). READ COMMITTED keeps locking reads
-// from taking gap locks, which would hold up inserts into a queue while a
-// claim is in flight.
+// beginPool starts a READ COMMITTED database/sql transaction on the pool
+// (or on the executor's reserved connection): Begin's, and the driver's own
+// on a *sql.DB without multi-statement support (elsewhere those are
+// connTx). READ COMMITTED keeps locking reads from taking gap locks, which
+// would hold up inserts into a queue while a claim is in flight.
 func (e *executor) beginPool(ctx context.Context) (*sql.Tx, error) {
 	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	var tx *sql.Tx
@@ -90,30 +91,85 @@ func (e *executor) beginPool(ctx context.Context) (*sql.Tx, error) {
 // when InnoDB rolls it back as a deadlock victim; in a transaction under a
 // savepoint. fn must not keep q, and may run more than once.
 func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
+	return e.writeEnd(ctx, func(q querier) ([]stmt, error) { return nil, fn(q) })
+}
+
+// writeEnd is write for a fn that leaves its last statements to writeEnd,
+// which runs them after fn: in one of the driver's own transactions
+// (connTx) together with the COMMIT, in one round trip; elsewhere one after
+// the other. They must not need their results (the COMMIT's come back).
+func (e *executor) writeEnd(ctx context.Context, fn func(q querier) ([]stmt, error)) error {
 	if err := e.open(); err != nil {
 		return err
 	}
 	if !e.onPool {
-		return e.d.withSavepoint(ctx, e.q, fn)
+		return e.d.withSavepoint(ctx, e.q, func(q querier) error { return runEnd(ctx, q, fn) })
+	}
+	multi, err := e.d.multiStatements(ctx, e.q)
+	if err != nil {
+		return err
 	}
 	for attempt := 1; ; attempt++ {
-		tx, err := e.beginPool(ctx)
-		if err != nil {
-			return err
-		}
-		err = fn(tx)
-		if err == nil {
-			if err = tx.Commit(); err == nil {
-				return nil
-			}
-			err = fmt.Errorf("commit: %w", translateError(err))
+		if multi {
+			err = e.connWrite(ctx, fn)
 		} else {
-			tx.Rollback() //nolint:errcheck // fn's error is the one to report
+			err = e.sqlTxWrite(ctx, fn)
 		}
-		if !isDeadlock(err) || attempt == maxTxAttempts || ctx.Err() != nil {
+		if err == nil || !isDeadlock(err) || attempt == maxTxAttempts || ctx.Err() != nil {
 			return err
 		}
 	}
+}
+
+// runEnd runs fn and then the last statements it returns on q.
+func runEnd(ctx context.Context, q querier, fn func(q querier) ([]stmt, error)) error {
+	last, err := fn(q)
+	if err != nil {
+		return err
+	}
+	return execEach(ctx, q, last)
+}
+
+// connWrite runs fn once in a connTx: on the executor's reserved
+// connection, or on one taken from the pool for it.
+func (e *executor) connWrite(ctx context.Context, fn func(q querier) ([]stmt, error)) error {
+	conn := e.conn
+	if conn == nil {
+		c, err := e.d.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("begin transaction: %w", translateError(err))
+		}
+		defer c.Close()
+		conn = c
+	}
+	tx := &connTx{conn: conn}
+	last, err := fn(tx)
+	if err == nil {
+		if err = tx.commit(ctx, last); err != nil {
+			err = fmt.Errorf("commit: %w", translateError(err))
+		}
+	}
+	if err != nil {
+		tx.rollback(ctx)
+	}
+	return err
+}
+
+// sqlTxWrite runs fn once in a database/sql transaction, for a *sql.DB
+// without multi-statement support.
+func (e *executor) sqlTxWrite(ctx context.Context, fn func(q querier) ([]stmt, error)) error {
+	tx, err := e.beginPool(ctx)
+	if err != nil {
+		return err
+	}
+	if err = runEnd(ctx, tx, fn); err != nil {
+		tx.Rollback() //nolint:errcheck // fn's error is the one to report
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", translateError(err))
+	}
+	return nil
 }
 
 // writeInDriverTx runs fn (a claim, or a write in a claim's transaction)
@@ -125,13 +181,19 @@ func (e *executor) write(ctx context.Context, fn func(q querier) error) error {
 // matters in a claim that holds a limit lock. In a user's transaction the
 // savepoint stays.
 func (e *executor) writeInDriverTx(ctx context.Context, fn func(q querier) error) error {
+	return e.writeEndInDriverTx(ctx, func(q querier) ([]stmt, error) { return nil, fn(q) })
+}
+
+// writeEndInDriverTx is writeInDriverTx for a fn whose one write statement
+// is the last it returns, as for writeEnd.
+func (e *executor) writeEndInDriverTx(ctx context.Context, fn func(q querier) ([]stmt, error)) error {
 	if !e.driverTx {
-		return e.write(ctx, fn)
+		return e.writeEnd(ctx, fn)
 	}
 	if err := e.open(); err != nil {
 		return err
 	}
-	return fn(e.q)
+	return runEnd(ctx, e.q, fn)
 }
 
 // Exec runs sql, which may hold several statements separated by semicolons

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -34,39 +36,55 @@ WHERE claim_queue = ? AND scheduled_at <= ` + nowExpr + `
 LIMIT 1`
 
 // jobClaimPickSQLFormat locks up to the last argument's count of claimable jobs of
-// queue ?1 (and ?2), in claim order, skipping rows other claimers hold,
-// through the claim index on (claim_queue, priority, scheduled_at, id)
-// without a sort. The paused check in the subquery is a plain consistent
-// read: it locks nothing, so claimers never skip or wait on the queue's
-// control row. The %s is the kind filter, as in jobClaimableExistsSQLFormat: it
-// tests each row the index walk reaches, so the plan stays the same.
-const jobClaimPickSQLFormat = `SELECT id, ` + nowExpr + ` FROM leasehold_job
+// queue (first argument after the lease expressions' ones, twice), in claim
+// order, skipping rows other claimers hold, through the claim index on
+// (claim_queue, priority, scheduled_at, id) without a sort. It reads the
+// whole rows (the locking read reaches each clustered row anyway) and, in
+// front of them, the database clock and the lease the claim's UPDATE will
+// write from it: claimLeaseUntilFormat and claimPolicyFormat, the very
+// expressions of jobClaimUpdateSQLFormat on the same locked rows and the
+// same time, so the rows need no read after the UPDATE. The paused check in
+// the subquery is a plain consistent read: it locks nothing, so claimers
+// never skip or wait on the queue's control row. The four %s are the TTL
+// and stuck expressions (as for jobClaimUpdateSQLFormat), then the kind
+// filter, as in jobClaimableExistsSQLFormat: it tests each row the index
+// walk reaches, so the plan stays the same.
+const jobClaimPickSQLFormat = `SELECT ` + nowExpr + `, ` + nowExpr + ` + INTERVAL ` + claimTTLFormat + ` MICROSECOND, ` + claimPolicyFormat + `,
+	` + jobColumns + `
+FROM leasehold_job
 WHERE claim_queue = ? AND scheduled_at <= ` + nowExpr + `
 	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL)%s
 ORDER BY priority, scheduled_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`
 
-// The plain claim's statements (no kind filter), built once.
-var (
-	jobClaimableExistsSQL = fmt.Sprintf(jobClaimableExistsSQLFormat, "")
-	jobClaimPickSQL       = fmt.Sprintf(jobClaimPickSQLFormat, "")
-)
+// The plain claim's exists read (no kind filter), built once.
+var jobClaimableExistsSQL = fmt.Sprintf(jobClaimableExistsSQLFormat, "")
+
+// claimTTLFormat is a claimed job's lease TTL in microseconds: its own
+// lease_ttl_ms, else its kind's (the %s: a CASE on kind, or NULL), else the
+// default (the argument after the CASE's).
+const claimTTLFormat = `COALESCE(lease_ttl_ms * 1000, %s, ?)`
+
+// claimPolicyFormat is a claimed job's expiry policy: stuck when the %s (kind
+// IN (...), or FALSE) holds.
+const claimPolicyFormat = `IF(%s, 'stuck', 'retry')`
 
 // jobClaimUpdateSQLFormat leases the picked jobs. JobClaim fills in the three %s: the
 // per-kind TTL expression in microseconds (a CASE on kind, or NULL), the
-// stuck-kind test (kind IN (...), or FALSE) and the ID list. Arguments: owner,
-// now (twice), the CASE's arguments, the default TTL in microseconds, the
-// stuck kinds, the IDs.
+// stuck-kind test (kind IN (...), or FALSE) and the ID list (literal IDs,
+// idList, or placeholders). Arguments: owner, now (twice), the CASE's
+// arguments, the default TTL in microseconds, the stuck kinds, then the IDs
+// of placeholders.
 const jobClaimUpdateSQLFormat = `UPDATE leasehold_job
 SET attempt = attempt + 1,
 	lease_token = lease_token + 1,
 	lease_owner = ?,
 	leased_at = CAST(? AS DATETIME(6)),
-	lease_until = CAST(? AS DATETIME(6)) + INTERVAL COALESCE(lease_ttl_ms * 1000, %s, ?) MICROSECOND,
+	lease_until = CAST(? AS DATETIME(6)) + INTERVAL ` + claimTTLFormat + ` MICROSECOND,
 	heartbeat_at = NULL,
 	heartbeats = 0,
-	expiry_policy = IF(%s, 'stuck', 'retry'),
+	expiry_policy = ` + claimPolicyFormat + `,
 	state = 'running'
 WHERE id IN (%s) AND state IN ` + claimableStates
 
@@ -107,13 +125,45 @@ const jsonFinish = `JSON_TABLE(?, '$[*]' COLUMNS (
 	f_error LONGTEXT PATH '$.error',
 	f_scheduled_at VARCHAR(32) PATH '$.scheduled_at')) AS f`
 
-// jobFinishPickSQL locks the items of the first argument whose lease is
-// still held by the lease owner of the second.
-const jobFinishPickSQL = `SELECT j.id, ` + nowExpr + `
-FROM ` + jsonFinish + `
-JOIN leasehold_job j ON j.id = f.f_id
-WHERE j.lease_token = f.f_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
+// jsonLeaseRefs is the JSON_TABLE of a finish's leases: [[id, token], ...],
+// two numbers an item, which the server reads faster than jsonFinish's
+// objects.
+const jsonLeaseRefs = `JSON_TABLE(?, '$[*]' COLUMNS (
+	r_id BIGINT PATH '$[0]',
+	r_token BIGINT PATH '$[1]')) AS r`
+
+// jobFinishPickSQL locks the leases of the first argument (jsonLeaseRefs)
+// still held by the lease owner of the second, and reads whether each job
+// has dependents: the lock keeps has_dependents as read until the commit,
+// since a new dependent locks its parents first (applyDependencies).
+const jobFinishPickSQL = `SELECT j.id, ` + nowExpr + `, j.has_dependents
+FROM ` + jsonLeaseRefs + `
+JOIN leasehold_job j ON j.id = r.r_id
+WHERE j.lease_token = r.r_token AND j.lease_owner = ? AND j.state = 'running' AND j.lease_until > ` + nowExpr + `
 FOR UPDATE`
+
+// attemptInsertCompletedSQLFormat appends the attempt rows of completions
+// (the %s: their IDs), finished at the argument: what
+// attemptInsertFinishedSQL writes for an item that completes with no error,
+// without an item to read. The pick locked the jobs running with the
+// tokens given, and nothing else can change them before the commit: the
+// IDs are the whole condition, and the primary key the only way in (a test
+// of state would let the optimizer walk the state index instead).
+const attemptInsertCompletedSQLFormat = `INSERT INTO leasehold_attempt
+	(job_id, attempt, token, owner, leased_at, lease_until,
+	 last_heartbeat_at, heartbeats, finished_at, outcome, error)
+SELECT id, attempt, lease_token, COALESCE(lease_owner, ''), leased_at, lease_until,
+	heartbeat_at, heartbeats, CAST(? AS DATETIME(6)), 'completed', NULL
+FROM leasehold_job
+WHERE id IN (%s)`
+
+// jobCompleteSQLFormat completes the jobs of the %s (their IDs, locked by
+// the pick as for attemptInsertCompletedSQLFormat) at the argument: what
+// jobFinishSQL writes for an item that completes with no error (a
+// completion never gives way to a cancellation request).
+const jobCompleteSQLFormat = `UPDATE leasehold_job
+SET finalized_at = CAST(? AS DATETIME(6)), state = 'completed'
+WHERE id IN (%s)`
 
 // finishCancelled tells whether an item's outcome gives way to a
 // cancellation request: the job was asked to stop, and the item would let it
@@ -212,22 +262,25 @@ WHERE id IN (%s)`
 
 // JobClaim leases up to params.Max jobs of params.Queue in one short
 // transaction: a SELECT ... FOR UPDATE SKIP LOCKED of the jobs in claim
-// order, one UPDATE of exactly those rows (fencing token and attempt up by
-// one), and a read of them. On the pool an empty or paused queue is seen by a
-// read first, without a transaction. params.Kinds and params.ExcludeKinds
-// add a kind filter to both; without them the statements are the plain ones.
+// order, which reads them whole along with the lease to come, and one
+// UPDATE of exactly those rows (fencing token and attempt up by one). In one
+// of the driver's own transactions that is two round trips, the first
+// beginning the transaction and the second committing it (connTx). On the
+// pool an empty or paused queue is seen by a read first, without a
+// transaction. params.Kinds and params.ExcludeKinds add a kind filter to
+// both; without them the exists read is the plain one.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
-	existsQuery, pickQuery := jobClaimableExistsSQL, jobClaimPickSQL
+	existsQuery := jobClaimableExistsSQL
 	filter, filterArgs := claimKindFilter(params.Kinds, params.ExcludeKinds)
 	if filter != "" {
-		existsQuery, pickQuery = fmt.Sprintf(jobClaimableExistsSQLFormat, filter), fmt.Sprintf(jobClaimPickSQLFormat, filter)
+		existsQuery = fmt.Sprintf(jobClaimableExistsSQLFormat, filter)
 	}
-	pickArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
+	queueArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
 	if e.onPool {
-		found, err := e.exists(ctx, existsQuery, pickArgs...)
+		found, err := e.exists(ctx, existsQuery, queueArgs...)
 		if err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
@@ -235,62 +288,130 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 			return []*leasetype.JobRow{}, nil
 		}
 	}
+	lease := newClaimLease(params)
+	pickQuery := fmt.Sprintf(jobClaimPickSQLFormat, lease.ttlExpr, lease.stuckExpr, filter)
+	pickArgs := append(lease.exprArgs(), queueArgs...)
+	pickArgs = append(pickArgs, max(params.Max, 1))
+
+	var jobs []*leasetype.JobRow
+	err := e.writeEndInDriverTx(ctx, func(q querier) ([]stmt, error) {
+		var err error
+		if jobs, err = pickClaimed(ctx, q, pickQuery, pickArgs, params.Owner); err != nil || len(jobs) == 0 {
+			return nil, err
+		}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		return []stmt{lease.update(params.Owner, jobs[0].LeasedAt, ids)}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*leasetype.JobRow{}
+	}
+	return jobs, nil
+}
+
+// claimLease is the lease a claim grants, as SQL: the per-kind TTLs and the
+// stuck kinds of a JobClaimParams.
+type claimLease struct {
+	ttlExpr, stuckExpr string // for claimTTLFormat and claimPolicyFormat
+	ttlArgs, stuckArgs []any
+	defaultTTLMicros   int64
+}
+
+// newClaimLease builds the lease expressions of params.
+func newClaimLease(params *driver.JobClaimParams) *claimLease {
+	l := &claimLease{ttlExpr: "NULL", stuckExpr: "FALSE", defaultTTLMicros: params.DefaultLeaseTTL.Microseconds()}
 	kinds := make([]string, 0, len(params.KindLeaseTTL))
 	for kind := range params.KindLeaseTTL {
 		kinds = append(kinds, kind)
 	}
 	slices.Sort(kinds)
-	ttlExpr, stuckExpr := "NULL", "FALSE"
-	var ttlArgs, stuckArgs []any
 	if len(kinds) > 0 {
 		var b strings.Builder
 		b.WriteString("CASE kind")
 		for _, kind := range kinds {
 			b.WriteString(" WHEN ? THEN ?")
-			ttlArgs = append(ttlArgs, kind, params.KindLeaseTTL[kind].Microseconds())
+			l.ttlArgs = append(l.ttlArgs, kind, params.KindLeaseTTL[kind].Microseconds())
 		}
 		b.WriteString(" END")
-		ttlExpr = b.String()
+		l.ttlExpr = b.String()
 	}
 	if len(params.StuckKinds) > 0 {
-		stuckExpr = "kind IN (" + placeholders(len(params.StuckKinds)) + ")"
+		l.stuckExpr = "kind IN (" + placeholders(len(params.StuckKinds)) + ")"
 		for _, kind := range params.StuckKinds {
-			stuckArgs = append(stuckArgs, kind)
+			l.stuckArgs = append(l.stuckArgs, kind)
 		}
 	}
+	return l
+}
 
-	var jobs []*leasetype.JobRow
-	err := e.writeInDriverTx(ctx, func(q querier) error {
-		jobs = []*leasetype.JobRow{}
-		ids, now, err := pick(ctx, q, pickQuery, append(slices.Clip(pickArgs), max(params.Max, 1))...)
-		if err != nil || len(ids) == 0 {
-			return err
+// exprArgs are the arguments of claimTTLFormat and claimPolicyFormat, in
+// that order.
+func (l *claimLease) exprArgs() []any {
+	args := make([]any, 0, len(l.ttlArgs)+1+len(l.stuckArgs))
+	args = append(args, l.ttlArgs...)
+	args = append(args, l.defaultTTLMicros)
+	return append(args, l.stuckArgs...)
+}
+
+// update is the UPDATE that leases ids to owner from now.
+func (l *claimLease) update(owner string, now *time.Time, ids []int64) stmt {
+	at := timeArg(now)
+	args := make([]any, 0, 3+len(l.ttlArgs)+1+len(l.stuckArgs))
+	args = append(args, owner, at, at)
+	args = append(args, l.exprArgs()...)
+	return stmt{query: fmt.Sprintf(jobClaimUpdateSQLFormat, l.ttlExpr, l.stuckExpr, idList(ids)), args: args}
+}
+
+// idList writes IDs as the literal list of an IN (...): numbers need no
+// quoting, and a list of hundreds costs no placeholders to interpolate nor
+// arguments to box.
+func idList(ids []int64) string {
+	b := make([]byte, 0, 8*len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		args := []any{params.Owner, now, now}
-		args = append(args, ttlArgs...)
-		args = append(args, params.DefaultLeaseTTL.Microseconds())
-		args = append(args, stuckArgs...)
-		args = append(args, idArgs(ids)...)
-		update := fmt.Sprintf(jobClaimUpdateSQLFormat, ttlExpr, stuckExpr, placeholders(len(ids)))
-		if _, err := q.ExecContext(ctx, update, args...); err != nil {
-			return err
-		}
-		byID, err := jobsByID(ctx, q, ids)
-		if err != nil {
-			return fmt.Errorf("read claimed jobs: %w", err)
-		}
-		for _, j := range byID {
-			jobs = append(jobs, j)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		b = strconv.AppendInt(b, id, 10)
 	}
-	slices.SortFunc(jobs, func(a, b *leasetype.JobRow) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority),
-			a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
-	})
+	return string(b)
+}
+
+// pickClaimed runs a claim's locking read (jobClaimPickSQLFormat) and
+// returns its jobs in claim order as the claim's UPDATE leaves them, leased
+// to owner. Every row carries the same database clock.
+func pickClaimed(ctx context.Context, q querier, query string, args []any, owner string) ([]*leasetype.JobRow, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []*leasetype.JobRow
+	for rows.Next() {
+		var (
+			now, until dbTime
+			policy     string
+		)
+		j, err := scanJob(sqlbackend.LeadScanner{S: rows, Lead: []any{&now, &until, &policy}})
+		if err != nil {
+			return nil, err
+		}
+		j.State = leasetype.JobStateRunning
+		j.Attempt++
+		j.LeaseToken++
+		j.LeaseOwner = owner
+		j.LeasedAt, j.LeaseUntil = now.ptr(), until.ptr()
+		j.HeartbeatAt, j.Heartbeats = nil, 0
+		j.ExpiryPolicy = leasetype.ExpiryPolicy(policy)
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 
@@ -364,7 +485,8 @@ type leaseRenewal struct {
 
 // JobHeartbeat renews leases in one transaction whatever the batch size: a
 // locking read of the leases still held, then one UPDATE ... JOIN JSON_TABLE
-// of exactly those.
+// of exactly those, sent with the COMMIT in one of the driver's own
+// transactions (connTx): two round trips.
 func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]int64, error) {
 	if len(params.Leases) == 0 {
 		return []int64{}, nil
@@ -378,22 +500,22 @@ func (e *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeat
 		return nil, fmt.Errorf("renew leases: encode: %w", err)
 	}
 	var renewed []int64
-	err = e.write(ctx, func(q querier) error {
+	err = e.writeEnd(ctx, func(q querier) ([]stmt, error) {
 		ids, now, err := pick(ctx, q, jobHeartbeatPickSQL, string(leasesJSON), params.Owner)
 		if err != nil || len(ids) == 0 {
 			renewed = nil
-			return err
+			return nil, err
 		}
-		held := keep(leases, ids, func(l leaseRenewal) int64 { return l.ID })
-		heldJSON, err := json.Marshal(held)
-		if err != nil {
-			return err
-		}
-		if _, err := q.ExecContext(ctx, jobHeartbeatSQL, string(heldJSON), now, now); err != nil {
-			return err
+		// As many IDs as leases: every lease is held, each once.
+		heldJSON := leasesJSON
+		if len(ids) < len(leases) {
+			held := keep(leases, ids, func(l leaseRenewal) int64 { return l.ID })
+			if heldJSON, err = json.Marshal(held); err != nil {
+				return nil, err
+			}
 		}
 		renewed = ids
-		return nil
+		return []stmt{{query: jobHeartbeatSQL, args: []any{string(heldJSON), now, now}}}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
@@ -450,10 +572,15 @@ var finishStates = []leasetype.JobState{
 // JobFinish ends the leases of params.Items in one transaction of three
 // statements whatever the batch size: a locking read of the leases still
 // held, one INSERT ... SELECT of their attempt rows and one UPDATE ... JOIN
-// JSON_TABLE of their jobs. It returns the IDs written in input order.
+// JSON_TABLE of their jobs. In one of the driver's own transactions that is
+// two round trips: the locking read begins the transaction, and the INSERT,
+// the UPDATE and the COMMIT go together (connTx). The locking read also
+// tells which jobs have dependents; only for those do the dependency rules
+// (propagateDependencies) run, before the commit. It returns the IDs
+// written in input order.
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
 	// An ID given twice can be written at most once: keep its first item.
-	items := make([]finishItem, 0, len(params.Items))
+	items := make([]*driver.JobFinish, 0, len(params.Items))
 	seen := make(map[int64]bool, len(params.Items))
 	for _, it := range params.Items {
 		if !slices.Contains(finishStates, it.State) {
@@ -463,6 +590,63 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 			continue
 		}
 		seen[it.ID] = true
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return []int64{}, nil
+	}
+	refs := leaseRefsJSON(items)
+	var written []int64
+	err := e.writeEnd(ctx, func(q querier) ([]stmt, error) {
+		written = []int64{}
+		ids, parents, now, err := pickFinish(ctx, q, refs, params.Owner)
+		if err != nil || len(ids) == 0 {
+			return nil, err
+		}
+		held := items
+		if len(ids) < len(items) {
+			held = keep(items, ids, func(f *driver.JobFinish) int64 { return f.ID })
+		}
+		end, err := finishStmts(held, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range held {
+			written = append(written, it.ID)
+		}
+		if len(parents) == 0 {
+			return end, nil
+		}
+		if err := execEach(ctx, q, end); err != nil {
+			return nil, err
+		}
+		return nil, propagateDependencies(ctx, q, parents, running)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish leases: %w", err)
+	}
+	return written, nil
+}
+
+// plainCompletion tells whether it completes with no error and nothing
+// else: the outcome of almost every job, which attemptInsertCompletedSQLFormat
+// and jobCompleteSQLFormat write by ID, without an item to read.
+func plainCompletion(it *driver.JobFinish) bool {
+	return it.State == leasetype.JobStateCompleted && it.Outcome == leasetype.OutcomeCompleted &&
+		it.Error == "" && !it.CountError && it.ScheduledAt == nil
+}
+
+// finishStmts returns the statements that end the leases of held (locked
+// by the pick) at now: the attempt rows first, then the jobs; plain
+// completions by ID, the other items through jsonFinish.
+func finishStmts(held []*driver.JobFinish, now any) ([]stmt, error) {
+	var completed []int64
+	var other []finishItem
+	for _, it := range held {
+		if plainCompletion(it) {
+			completed = append(completed, it.ID)
+			continue
+		}
 		fi := finishItem{ID: it.ID, Token: it.Token, State: string(it.State), Outcome: string(it.Outcome)}
 		if it.CountError {
 			fi.CountError = 1
@@ -473,42 +657,70 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		if it.ScheduledAt != nil {
 			fi.ScheduledAt = timeArg(it.ScheduledAt)
 		}
-		items = append(items, fi)
+		other = append(other, fi)
 	}
-	if len(items) == 0 {
-		return []int64{}, nil
+	var out []stmt
+	if len(completed) > 0 {
+		list := idList(completed)
+		out = append(out,
+			stmt{query: fmt.Sprintf(attemptInsertCompletedSQLFormat, list), args: []any{now}},
+			stmt{query: fmt.Sprintf(jobCompleteSQLFormat, list), args: []any{now}})
 	}
-	itemsJSON, err := json.Marshal(items)
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: encode: %w", err)
-	}
-	var written []int64
-	err = e.write(ctx, func(q querier) error {
-		written = []int64{}
-		ids, now, err := pick(ctx, q, jobFinishPickSQL, string(itemsJSON), params.Owner)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		held := keep(items, ids, func(f finishItem) int64 { return f.ID })
-		heldJSON, err := json.Marshal(held)
+	if len(other) > 0 {
+		otherJSON, err := json.Marshal(other)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("encode: %w", err)
 		}
-		if _, err := q.ExecContext(ctx, attemptInsertFinishedSQL, now, string(heldJSON)); err != nil {
-			return fmt.Errorf("record attempts: %w", err)
-		}
-		if _, err := q.ExecContext(ctx, jobFinishSQL, string(heldJSON), now, now, now); err != nil {
-			return err
-		}
-		for _, it := range held {
-			written = append(written, it.ID)
-		}
-		return propagateDependencies(ctx, q, written, running)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: %w", err)
+		out = append(out,
+			stmt{query: attemptInsertFinishedSQL, args: []any{now, string(otherJSON)}},
+			stmt{query: jobFinishSQL, args: []any{string(otherJSON), now, now, now}})
 	}
-	return written, nil
+	return out, nil
+}
+
+// leaseRefsJSON encodes the leases of items for jsonLeaseRefs.
+func leaseRefsJSON(items []*driver.JobFinish) string {
+	b := make([]byte, 0, 24*len(items)+2)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, it.ID, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, it.Token, 10)
+		b = append(b, ']')
+	}
+	return string(append(b, ']'))
+}
+
+// pickFinish runs jobFinishPickSQL and returns the IDs it locked, those of
+// them that have dependents, and the database clock as a statement argument.
+func pickFinish(ctx context.Context, q querier, refs, owner string) (ids, parents []int64, now any, err error) {
+	rows, err := q.QueryContext(ctx, jobFinishPickSQL, refs, owner)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer rows.Close()
+	var at dbTime
+	for rows.Next() {
+		var (
+			id            int64
+			hasDependents bool
+		)
+		if err := rows.Scan(&id, &at, &hasDependents); err != nil {
+			return nil, nil, nil, err
+		}
+		ids = append(ids, id)
+		if hasDependents {
+			parents = append(parents, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	return ids, parents, timeArg(&at.Time), nil
 }
 
 // expireCandidates lists running jobs whose lease expired, locking nothing.

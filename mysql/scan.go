@@ -2,7 +2,10 @@ package mysql
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -28,7 +31,10 @@ func (t *dbTime) Scan(src any) error {
 		*t = dbTime{}
 		return nil
 	case time.Time:
-		*t = dbTime{Time: time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC), Valid: true}
+		if v.Location() != time.UTC {
+			v = time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC)
+		}
+		*t = dbTime{Time: v, Valid: true}
 		return nil
 	case []byte:
 		return t.parse(string(v))
@@ -45,6 +51,78 @@ func (t *dbTime) parse(s string) error {
 	}
 	*t = dbTime{Time: v, Valid: true}
 	return nil
+}
+
+// intOf reads an integer column's value without database/sql's
+// reflection, which turns an int64 into text and back for an int
+// destination: go-sql-driver hands integers over as int64 (uint64 for an
+// unsigned BIGINT), and text is parsed. It reports false for NULL.
+func intOf(src any) (int64, bool, error) {
+	switch v := src.(type) {
+	case int64:
+		return v, true, nil
+	case nil:
+		return 0, false, nil
+	case uint64:
+		if v > math.MaxInt64 {
+			return 0, false, fmt.Errorf("scan integer: %d overflows int64", v)
+		}
+		return int64(v), true, nil
+	case []byte:
+		return parseInt(string(v))
+	case string:
+		return parseInt(v)
+	}
+	return 0, false, fmt.Errorf("scan integer: unsupported type %T", src)
+}
+
+func parseInt(s string) (int64, bool, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("scan integer: %w", err)
+	}
+	return v, true, nil
+}
+
+// errNullInt is a NULL in a column scanned as a NOT NULL integer.
+var errNullInt = errors.New("scan integer: NULL")
+
+// intInto scans a NOT NULL integer column into *p, as intOf reads it. A
+// value of one pointer, it needs no allocation to become the Scan
+// argument.
+type intInto struct{ p *int }
+
+// Scan implements sql.Scanner.
+func (d intInto) Scan(src any) error {
+	v, ok, err := intOf(src)
+	if err == nil && !ok {
+		err = errNullInt
+	}
+	*d.p = int(v)
+	return err
+}
+
+// int64Into is intInto for an int64.
+type int64Into struct{ p *int64 }
+
+// Scan implements sql.Scanner.
+func (d int64Into) Scan(src any) error {
+	v, ok, err := intOf(src)
+	if err == nil && !ok {
+		err = errNullInt
+	}
+	*d.p = v
+	return err
+}
+
+// msInto scans a column of milliseconds, or NULL for zero, into *p.
+type msInto struct{ p *time.Duration }
+
+// Scan implements sql.Scanner.
+func (d msInto) Scan(src any) error {
+	v, _, err := intOf(src)
+	*d.p = time.Duration(v) * time.Millisecond
+	return err
 }
 
 // ptr returns the time, or nil when NULL.
@@ -86,16 +164,15 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 		scheduledAt, createdAt, finalizedAt dbTime
 		cancelRequestedAt                   dbTime
 		stage, stageState                   sql.NullString
-		ttlMS                               sql.NullInt64
 		state, expiryPolicy                 string
 		args, metadata                      []byte
 		flowKey, sequenceKey                sql.NullString
 	)
 	err := s.Scan(
-		&j.ID, &j.Kind, &j.Queue, &state, &j.Priority, &args, &metadata, &uniqueKey,
-		&j.Attempt, &j.MaxAttempts, &j.Errors, &j.Expiries, &lastError,
-		&j.LeaseToken, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, &j.Heartbeats,
-		&ttlMS, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
+		int64Into{&j.ID}, &j.Kind, &j.Queue, &state, intInto{&j.Priority}, &args, &metadata, &uniqueKey,
+		intInto{&j.Attempt}, intInto{&j.MaxAttempts}, intInto{&j.Errors}, intInto{&j.Expiries}, &lastError,
+		int64Into{&j.LeaseToken}, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, intInto{&j.Heartbeats},
+		msInto{&j.LeaseTTL}, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
 		&cancelRequestedAt,
 		&flowKey, &sequenceKey, &stage, &stageState,
 	)
@@ -111,9 +188,6 @@ func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
 	j.LeasedAt = leasedAt.ptr()
 	j.LeaseUntil = leaseUntil.ptr()
 	j.HeartbeatAt = heartbeatAt.ptr()
-	if ttlMS.Valid {
-		j.LeaseTTL = time.Duration(ttlMS.Int64) * time.Millisecond
-	}
 	j.ExpiryPolicy = leasetype.ExpiryPolicy(expiryPolicy)
 	j.ScheduledAt = scheduledAt.Time
 	j.CreatedAt = createdAt.Time

@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/leasehold/leasehold/driver"
@@ -18,63 +21,68 @@ import (
 // kind) runs between its counts and its update. Its cost grows with the
 // keys it visits and the jobs it reads for them, not with the backlog.
 //
-// walk visits the keys of queue $1's claimable jobs (none when the queue
-// is paused) in key order, one probe of leasehold_job_key_claim_idx per key
-// (a skip scan): it starts after the key_cursor of the limit row
-// keyCursorRowSQL names, the last key the previous such claim visited,
-// goes on from the first key after the last one, and stops when it has found $2 keys that have a free slot and a job
-// that passes jobClaimableSQL, when it is back at the cursor, or after
-// $2 + 256 keys. For each key it counts the running jobs with an
-// unexpired lease in the queue and, when $11 > 0, of the one kind $8 in
-// every queue, and the starts in the rate window ($12, $13, window start
-// $14); its slots are what the queue key limit $10, the kind key limit $11
-// and the rate $15 (zero: none) leave, at most $2. The counts spell
-// state = 'running' as a range so that they read the key's entries of
+// walk lists the keys of queue $1 (none when the queue is paused) from
+// leasehold_queue_key in key order, a range scan: those after the
+// key_cursor of the limit row keyCursorRowSQL names (the last key the
+// previous such claim visited), then from the first key up to the cursor,
+// at most $2 + 256 keys. visit takes them in that order (the CTE scan
+// returns the walk's rows as they were written, and no sort above the
+// nested loop stops it early) and keeps the first $2 that have a free slot
+// and a job that passes jobClaimableSQL, with its first such job in claim
+// order (priority, scheduled time, ID). For each key it counts the running
+// jobs with an unexpired lease in the queue and, when $11 > 0, of the one
+// kind $8 in every queue, and the starts in the rate window ($12, $13,
+// window start $14); its slots are what the queue key limit $10, the kind
+// key limit $11 and the rate $15 (zero: none) leave, at most $2. A key whose
+// slots are taken costs its counts only: its jobs are not read. The counts
+// spell state = 'running' as a range so that they read the key's entries of
 // leasehold_job_flow_key_idx: the range does not imply the predicate of
 // leasehold_job_running_idx, which a plan made while few jobs ran would
 // pick and then scan the queue's every running job for each key.
 //
-// pool holds, for each visited key with slots, its first jobs in claim
-// order (priority, scheduled time, ID), as many as its slots, each with its
-// rank within the key; and the first jobs without a key, one group counted
-// with no running jobs. With $16 the picks go round-robin across these
-// keys: by rank plus the key's running jobs (a key with jobs running ranks
-// behind one with none), then claim order; so a key needs no more jobs
-// read than the ranks below the $2-th smallest running count of the keys
-// found, plus one. Without $16, claim order.
+// pool holds, for each visited key, its first jobs in claim order from
+// leasehold_job_key_claim_idx, as many as its slots, each with its rank
+// within the key (the first is visit's, the rest are read after it only
+// for a key with more than one slot); and the first jobs
+// without a key, one group counted with no running jobs. With $16 the
+// picks go round-robin across these keys: by rank plus the key's running
+// jobs (a key with jobs running ranks behind one with none), then claim
+// order; so a key needs no more jobs read than the ranks below the $2-th
+// smallest running count of the keys found, plus one. Without $16, claim
+// order.
 //
 // The picked rows are locked by address (a Tid scan, whatever the number
 // of rows: by ID the planner joins a large claim to a scan of the whole
 // table) with SKIP LOCKED: a row an operator's action holds, or that
 // changed since the statement's snapshot (its address then holds an older
 // version), is left for the next claim. They are leased as the plain claim
-// leases; the key_cursor moves to the last key walked.
+// leases; the key_cursor moves to the last key visited: the $2-th key kept,
+// or the walk's last key when fewer were found.
 const jobClaimKeyedSQL = `
-WITH RECURSIVE clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
 start AS MATERIALIZED (
 	SELECT coalesce((SELECT l.key_cursor FROM leasehold_limit l
 		WHERE (l.scope, l.name) = ` + keyCursorRowSQL + `), '') AS cursor_key
 	WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
 ),
-walk (step, flow_key, wrapped, found, queue_running, slots) AS (
-	SELECT 0, s.cursor_key, false, 0, 0::bigint, 0::bigint FROM start s
-	UNION ALL
-	SELECT w.step + 1, n.flow_key, n.wrapped,
-		w.found + CASE WHEN h.has_job THEN 1 ELSE 0 END,
-		u.queue_running, CASE WHEN h.has_job THEN u.slots ELSE 0 END
-	FROM walk w
+walk AS MATERIALIZED (
+	SELECT row_number() OVER (ORDER BY k.lap, k.flow_key) AS step, k.flow_key
+	FROM start s
 	CROSS JOIN LATERAL (
-		(SELECT j.flow_key, w.wrapped AS wrapped FROM leasehold_job j
-		 WHERE j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable')
-			AND j.flow_key > w.flow_key
-		 ORDER BY j.flow_key LIMIT 1)
+		(SELECT 1 AS lap, q.flow_key FROM leasehold_queue_key q
+		 WHERE q.queue = $1 AND q.flow_key > s.cursor_key
+		 ORDER BY q.flow_key LIMIT $2 + 256)
 		UNION ALL
-		(SELECT j.flow_key, true FROM leasehold_job j
-		 WHERE NOT w.wrapped AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable')
-			AND j.flow_key > ''
-		 ORDER BY j.flow_key LIMIT 1)
-		LIMIT 1
-	) AS n
+		(SELECT 2, q.flow_key FROM leasehold_queue_key q
+		 WHERE q.queue = $1 AND q.flow_key <= s.cursor_key
+		 ORDER BY q.flow_key LIMIT $2 + 256)
+	) AS k
+	ORDER BY k.lap, k.flow_key
+	LIMIT $2 + 256
+),
+visit AS MATERIALIZED (
+	SELECT w.step, w.flow_key, u.queue_running, u.slots, f.job_ctid, f.id, f.priority, f.scheduled_at
+	FROM walk w
 	CROSS JOIN LATERAL (
 		SELECT c.queue_running, least($2::bigint,
 			CASE WHEN $10::int > 0 THEN $10::int - c.queue_running ELSE $2 END,
@@ -82,40 +90,46 @@ walk (step, flow_key, wrapped, found, queue_running, slots) AS (
 			CASE WHEN $15::int > 0 THEN $15::int - c.window_used ELSE $2 END) AS slots
 		FROM (SELECT
 			CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r, clock
-				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+				WHERE r.flow_key = w.flow_key AND r.state >= 'running' AND r.state <= 'running'
 					AND r.queue = $1 AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
 			CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r, clock
-				WHERE r.flow_key = n.flow_key AND r.state >= 'running' AND r.state <= 'running'
+				WHERE r.flow_key = w.flow_key AND r.state >= 'running' AND r.state <= 'running'
 					AND r.kind = ($8::text[])[1] AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
-			CASE WHEN $15::int > 0 THEN coalesce((SELECT w.window_count FROM leasehold_key_window w
-				WHERE w.scope = $12 AND w.name = $13 AND w.flow_key = n.flow_key
-					AND w.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
+			CASE WHEN $15::int > 0 THEN coalesce((SELECT kw.window_count FROM leasehold_key_window kw
+				WHERE kw.scope = $12 AND kw.name = $13 AND kw.flow_key = w.flow_key
+					AND kw.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used
 			OFFSET 0) AS c
 	) AS u
 	CROSS JOIN LATERAL (
-		SELECT u.slots > 0 AND EXISTS (SELECT 1 FROM leasehold_job j
-			WHERE j.flow_key = n.flow_key AND ` + jobClaimableSQL + `) AS has_job
-		OFFSET 0
-	) AS h
-	WHERE w.found < $2 AND w.step < $2 + 256 AND n.flow_key IS NOT NULL
-		AND NOT (n.wrapped AND n.flow_key > (SELECT cursor_key FROM start))
+		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at
+		FROM leasehold_job j
+		WHERE u.slots > 0 AND j.flow_key = w.flow_key AND ` + jobClaimableSQL + `
+		ORDER BY j.priority, j.scheduled_at, j.id
+		LIMIT 1
+	) AS f
+	LIMIT $2
 ),
 bound AS MATERIALIZED (
-	SELECT coalesce(CASE WHEN $16::boolean THEN (SELECT w.queue_running + 1 FROM walk w WHERE w.slots > 0
-		ORDER BY w.queue_running OFFSET $2 - 1 LIMIT 1) END, 2147483647) AS top_round
+	SELECT coalesce(CASE WHEN $16::boolean THEN (SELECT v.queue_running + 1 FROM visit v
+		ORDER BY v.queue_running OFFSET $2 - 1 LIMIT 1) END, 2147483647) AS top_round
 ),
 pool AS (
-	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank + w.queue_running AS round
-	FROM walk w, bound b
+	SELECT v.job_ctid, v.id, v.priority, v.scheduled_at, 1 + v.queue_running AS round
+	FROM visit v, bound b
+	WHERE b.top_round > v.queue_running
+	UNION ALL
+	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank + v.queue_running AS round
+	FROM visit v, bound b
 	CROSS JOIN LATERAL (
 		SELECT j.ctid AS job_ctid, j.id, j.priority, j.scheduled_at,
-			row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
+			1 + row_number() OVER (ORDER BY j.priority, j.scheduled_at, j.id) AS key_rank
 		FROM leasehold_job j
-		WHERE j.flow_key = w.flow_key AND ` + jobClaimableSQL + `
+		WHERE j.flow_key = v.flow_key AND ` + jobClaimableSQL + `
+			AND (j.priority, j.scheduled_at, j.id) > (v.priority, v.scheduled_at, v.id)
 		ORDER BY j.priority, j.scheduled_at, j.id
-		LIMIT greatest(0, least(w.slots, b.top_round - w.queue_running))
+		LIMIT least(v.slots, b.top_round - v.queue_running) - 1
 	) AS p
-	WHERE w.step > 0 AND w.slots > 0
+	WHERE least(v.slots, b.top_round - v.queue_running) > 1
 	UNION ALL
 	SELECT p.job_ctid, p.id, p.priority, p.scheduled_at, p.key_rank
 	FROM start, bound b
@@ -135,8 +149,10 @@ picked AS (
 ),
 moved AS (
 	UPDATE leasehold_limit SET key_cursor = last.flow_key
-	FROM (SELECT w.flow_key FROM walk w WHERE w.step > 0 ORDER BY w.step DESC LIMIT 1) AS last
-	WHERE (scope, name) = ` + keyCursorRowSQL + `
+	FROM (SELECT CASE WHEN (SELECT count(*) FROM visit) >= $2
+			THEN (SELECT v.flow_key FROM visit v ORDER BY v.step DESC LIMIT 1)
+			ELSE (SELECT w.flow_key FROM walk w ORDER BY w.step DESC LIMIT 1) END AS flow_key) AS last
+	WHERE (scope, name) = ` + keyCursorRowSQL + ` AND last.flow_key IS NOT NULL
 ),
 locked AS MATERIALIZED (
 	SELECT ctid AS picked_ctid FROM leasehold_job
@@ -216,6 +232,49 @@ WHERE (scope, name, flow_key) IN (
 	WHERE window_end < clock_timestamp()
 	LIMIT $1)`
 
+// queueKeyStaleSQL checks up to $3 rows of leasehold_queue_key after
+// ($1, $2) in (queue, key) order: a plain read, without locks, that marks
+// stale the keys no job has unless completed, candidates that
+// queueKeyPruneSQL checks again. The two EXISTS read the key's entries of
+// leasehold_job_flow_key_idx below and above 'completed': a key's completed
+// jobs, which retention may keep by the million, are not read.
+const queueKeyStaleSQL = `
+SELECT k.queue, k.flow_key,
+	NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state < 'completed' AND j.queue = k.queue)
+	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state > 'completed' AND j.queue = k.queue)
+FROM (SELECT queue, flow_key FROM leasehold_queue_key
+	WHERE (queue, flow_key) > ($1, $2)
+	ORDER BY queue, flow_key
+	LIMIT $3) AS k
+ORDER BY k.queue, k.flow_key`
+
+// queueKeyLockSQL makes the key deletes of queueKeyPruneSQL wait for, and
+// hold off, every transaction that inserts a job with a key: each of them
+// takes ROW EXCLUSIVE on the table in its trigger (migration 10), which
+// SHARE conflicts with. Under the lock, the delete's snapshot (a new one:
+// READ COMMITTED) sees every job inserted with a key it deletes, and no
+// such job can be inserted until it commits; an insert that waited then
+// adds the key again.
+const queueKeyLockSQL = `LOCK TABLE leasehold_queue_key IN SHARE MODE`
+
+// queueKeyPruneSQL deletes the candidate keys ($1 queues, $2 keys) that
+// still have no job unless completed.
+const queueKeyPruneSQL = `
+DELETE FROM leasehold_queue_key k
+USING unnest($1::text[], $2::text[]) AS c(queue, flow_key)
+WHERE k.queue = c.queue AND k.flow_key = c.flow_key
+	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state < 'completed' AND j.queue = k.queue)
+	AND NOT EXISTS (SELECT 1 FROM leasehold_job j
+		WHERE j.flow_key = k.flow_key AND j.state > 'completed' AND j.queue = k.queue)`
+
+// queueKeyLockTimeout bounds the wait of a key prune for the lock: the
+// keyed inserts that start meanwhile queue behind it. A prune that cannot
+// get it in time deletes nothing and is tried again next round.
+const queueKeyLockTimeout = "100ms"
+
 // sequenceBlockedSQL lists the sequences whose oldest job not completed is
 // discarded, cancelled or stuck while a later job waits; $1 keeps one queue
 // when not empty, $2 is the most rows.
@@ -271,12 +330,27 @@ GROUP BY queue
 ORDER BY queue`
 
 func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	query, args, err := keyedClaimQuery(params)
+	if err != nil || query == "" {
+		return []*leasetype.JobRow{}, err
+	}
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
+	}
+	return scanKeyedClaim(rows, params.Claim.Max)
+}
+
+// keyedClaimQuery returns the statement of a keyed claim and its
+// arguments: jobClaimKeyedSQL, or jobClaimSequencedSQL when only sequences
+// are to be honoured; an empty query for a claim of nothing.
+func keyedClaimQuery(params *driver.JobClaimKeyedParams) (string, []any, error) {
 	c := params.Claim
 	if c == nil || c.Max < 1 {
-		return []*leasetype.JobRow{}, nil
+		return "", nil, nil
 	}
 	if params.KindKeyLimit > 0 && len(c.Kinds) != 1 {
-		return nil, fmt.Errorf("claim keyed jobs: KindKeyLimit needs exactly one kind, got %d", len(c.Kinds))
+		return "", nil, fmt.Errorf("claim keyed jobs: KindKeyLimit needs exactly one kind, got %d", len(c.Kinds))
 	}
 	kinds := make([]string, 0, len(c.KindLeaseTTL))
 	ttls := make([]int64, 0, len(c.KindLeaseTTL))
@@ -296,20 +370,18 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 	args := []any{c.Queue, c.Max, c.Owner,
 		kinds, ttls, c.DefaultLeaseTTL.Milliseconds(), nonNil(c.StuckKinds),
 		nonNil(c.Kinds), nonNil(c.ExcludeKinds)}
-	query := jobClaimSequencedSQL
 	if params.Fair || params.KeyLimit > 0 || params.KindKeyLimit > 0 || rate > 0 {
-		query = jobClaimKeyedSQL
 		args = append(args, params.KeyLimit, params.KindKeyLimit,
 			scope, name, start, rate, params.Fair, nonNil(params.SequenceContinueKinds))
-	} else {
-		// No key limit, rate or fairness: only sequences to honour.
-		args = append(args, nonNil(params.SequenceContinueKinds))
+		return jobClaimKeyedSQL, args, nil
 	}
-	rows, err := e.db.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
-	}
-	jobs, err := scanJobs(rows, c.Max)
+	// No key limit, rate or fairness: only sequences to honour.
+	return jobClaimSequencedSQL, append(args, nonNil(params.SequenceContinueKinds)), nil
+}
+
+// scanKeyedClaim reads a keyed claim's rows, in claim order.
+func scanKeyedClaim(rows pgx.Rows, limit int) ([]*leasetype.JobRow, error) {
+	jobs, err := scanJobs(rows, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
 	}
@@ -317,6 +389,63 @@ func (e *executor) JobClaimKeyed(ctx context.Context, params *driver.JobClaimKey
 		return driver.PositionOf(a).Compare(driver.PositionOf(b))
 	})
 	return jobs, nil
+}
+
+var _ driver.LockedKeyedClaimer = (*executor)(nil)
+
+// JobClaimKeyedLocked sends a whole limited claim of one keyed statement as
+// one batch (driver.LockedKeyedClaimer): LimitLock's statements that create
+// and lock the limit rows, then the keyed claim, in one implicit
+// transaction that commits when the batch ends. Each statement reads a
+// snapshot of its own (READ COMMITTED), so the claim's counts see every
+// claim committed before the lock was had, as in a transaction of
+// separate round trips.
+func (e *executor) JobClaimKeyedLocked(ctx context.Context, locks *driver.LimitLockParams, params *driver.JobClaimKeyedParams) ([]*leasetype.JobRow, error) {
+	if _, inTx := e.db.(pgx.Tx); inTx {
+		return nil, errors.New("claim keyed jobs: JobClaimKeyedLocked runs its own transaction, not inside one")
+	}
+	query, args, err := keyedClaimQuery(params)
+	if err != nil || query == "" {
+		return []*leasetype.JobRow{}, err
+	}
+	scopes := make([]string, len(locks.Keys))
+	names := make([]string, len(locks.Keys))
+	for i, k := range locks.Keys {
+		scopes[i], names[i] = k.Scope, k.Name
+	}
+	b := &pgx.Batch{}
+	b.Queue(limitCreateSQL, scopes, names)
+	b.Queue(limitLockSQL, scopes, names)
+	b.Queue(query, args...)
+	br := e.db.SendBatch(ctx, b)
+	jobs, err := readLockedKeyedClaim(br, len(locks.Keys), params.Claim.Max)
+	// Close reports the commit: nothing read before it is known to hold.
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("claim keyed jobs: %w", translateError(closeErr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// readLockedKeyedClaim reads the results of JobClaimKeyedLocked's batch.
+func readLockedKeyedClaim(br pgx.BatchResults, keys, limit int) ([]*leasetype.JobRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("create limit rows: %w", translateError(err))
+	}
+	locked, err := scanLimitRows(br)
+	if err != nil {
+		return nil, fmt.Errorf("lock limit rows: %w", translateError(err))
+	}
+	if len(locked) != keys {
+		return nil, fmt.Errorf("lock limit rows: locked %d of %d rows", len(locked), keys)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("claim keyed jobs: %w", translateError(err))
+	}
+	return scanKeyedClaim(rows, limit)
 }
 
 func (e *executor) KeyWindowAdd(ctx context.Context, params *driver.KeyWindowAddParams) error {
@@ -346,6 +475,71 @@ func (e *executor) KeyWindowPrune(ctx context.Context, params *driver.KeyWindowP
 		return 0, fmt.Errorf("prune key rate windows: %w", translateError(err))
 	}
 	return tag.RowsAffected(), nil
+}
+
+// QueueKeyPrune checks up to params.Scan keys of leasehold_queue_key after
+// params.After and deletes those that no job has unless completed
+// (driver.QueueKeyPruner): it reads the candidates without locks, then
+// checks and deletes them under queueKeyLockSQL, held for that one
+// statement. It deletes nothing, without an error, when the lock is not had
+// within queueKeyLockTimeout; the step's keys are checked again next time
+// round.
+func (e *executor) QueueKeyPrune(ctx context.Context, params *driver.QueueKeyPruneParams) (*driver.QueueKeyPruneResult, error) {
+	scan := params.Scan
+	if scan <= 0 {
+		scan = 1000
+	}
+	rows, err := e.db.Query(ctx, queueKeyStaleSQL, params.After.Queue, params.After.Key, scan)
+	if err != nil {
+		return nil, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	var (
+		queues, keys []string
+		last         driver.QueueKey
+		checked      int
+	)
+	for rows.Next() {
+		var stale bool
+		if err := rows.Scan(&last.Queue, &last.Key, &stale); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("prune queue keys: %w", err)
+		}
+		checked++
+		if stale {
+			queues, keys = append(queues, last.Queue), append(keys, last.Key)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	res := &driver.QueueKeyPruneResult{}
+	if checked == scan {
+		res.Next = &last
+	}
+	if len(keys) == 0 {
+		return res, nil
+	}
+	err = pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, migrationLockTimeoutSQL, queueKeyLockTimeout); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, queueKeyLockSQL); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, queueKeyPruneSQL, queues, keys)
+		res.Deleted = tag.RowsAffected()
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		res.Deleted = 0
+		return res, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prune queue keys: %w", translateError(err))
+	}
+	return res, nil
 }
 
 func (e *executor) SequenceBlocked(ctx context.Context, params *driver.SequenceBlockedParams) ([]*driver.SequenceBlockedRow, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,9 +118,10 @@ func TestKeyedClaimRotatesAcrossClaims(t *testing.T) {
 
 // TestKeyedClaimPlan guards the keyed claim's plans, custom and generic,
 // with statistics taken before any job runs (a backlog inserted and
-// analyzed, then drained): it walks the key index, it never counts a key's
-// running jobs by scanning the running index, which would read every
-// running job of the queue for each key it visits, and it never scans the
+// analyzed, then drained): it walks the queue's keys and reads their jobs
+// by index, it never counts a key's running jobs by scanning the running
+// index, which would read every running job of the queue for each key it
+// visits, and it never scans the
 // job table, not even for a claim of 2,000 rows (locked by ID, they were
 // joined to a scan of the whole table). The claim without key limits
 // (sequences only) never scans the table either.
@@ -163,8 +165,11 @@ func TestKeyedClaimPlan(t *testing.T) {
 			}
 			plan := explain(t, conn, fmt.Sprintf(
 				`EXPLAIN EXECUTE keyed('q', %d, 'owner', '{}', '{}', 60000, '{}', '%s', '{}', %s, '{}')`, tc.max, kinds, tc.args))
+			if !strings.Contains(plan, "leasehold_queue_key_pkey") {
+				t.Errorf("%s, %s: keyed claim does not walk the queue's keys by their index:\n%s", mode, tc.name, plan)
+			}
 			if !strings.Contains(plan, "leasehold_job_key_claim_idx") {
-				t.Errorf("%s, %s: keyed claim does not walk the key index:\n%s", mode, tc.name, plan)
+				t.Errorf("%s, %s: keyed claim does not read a key's jobs from the key index:\n%s", mode, tc.name, plan)
 			}
 			if strings.Contains(plan, "leasehold_job_running_idx") {
 				t.Errorf("%s, %s: keyed claim scans the running index to count a key's running jobs:\n%s", mode, tc.name, plan)
@@ -274,5 +279,237 @@ func TestKeyedClaimPausedQueue(t *testing.T) {
 	}
 	if rows := claimKeyed(t, d, plain); len(rows) != 1 {
 		t.Fatalf("claim without key limits of the resumed queue took %d jobs, want 1", len(rows))
+	}
+}
+
+// queueKeys lists the rows of leasehold_queue_key as "queue/key".
+func queueKeys(t *testing.T, d *Driver) []string {
+	t.Helper()
+	rows, err := d.Pool().Query(t.Context(), "SELECT queue || '/' || flow_key FROM leasehold_queue_key ORDER BY 1")
+	if err != nil {
+		t.Fatalf("list queue keys: %v", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestQueueKeysFollowJobs: the keys the keyed claim walks are those of the
+// jobs that are not completed, whatever inserts or updates them; the
+// pruner deletes a key once its jobs have all completed, keeps one whose
+// job failed (an operator may retry it), and a completed job made
+// unfinished again adds its key back.
+func TestQueueKeysFollowJobs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+	insertKeyed(t, d, "q", []string{"a", "b"}, 2) // COPY
+	insertKeyed(t, d, "q", []string{""}, 1)       // no key: no row
+	one := testJob("other")
+	one.Key = "c"
+	if _, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{one}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if got, want := queueKeys(t, d), []string{"other/c", "q/a", "q/b"}; !slices.Equal(got, want) {
+		t.Fatalf("keys after insert: %v, want %v", got, want)
+	}
+	pruner, ok := exec.(driver.QueueKeyPruner)
+	if !ok {
+		t.Fatal("the Postgres executor prunes no queue keys")
+	}
+	// prune goes over the table a key per step, as the pruner does in
+	// larger ones.
+	prune := func() int64 {
+		t.Helper()
+		var (
+			n     int64
+			after driver.QueueKey
+		)
+		for range 10 {
+			res, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{After: after, Scan: 1})
+			if err != nil {
+				t.Fatalf("prune: %v", err)
+			}
+			n += res.Deleted
+			if res.Next == nil {
+				return n
+			}
+			after = *res.Next
+		}
+		t.Fatal("prune steps did not reach the end of three keys")
+		return n
+	}
+	if n := prune(); n != 0 {
+		t.Fatalf("pruned %d keys whose jobs wait", n)
+	}
+	// a's jobs complete, b's one completes and one is discarded, c's job
+	// runs.
+	for _, q := range []string{
+		"UPDATE leasehold_job SET state = 'completed', finalized_at = now() WHERE flow_key = 'a'",
+		"UPDATE leasehold_job SET state = 'completed', finalized_at = now() WHERE id = (SELECT min(id) FROM leasehold_job WHERE flow_key = 'b')",
+		"UPDATE leasehold_job SET state = 'discarded', finalized_at = now() WHERE flow_key = 'b' AND state = 'available'",
+		"UPDATE leasehold_job SET state = 'running', lease_owner = 'w', lease_until = now() + interval '1 hour' WHERE flow_key = 'c'",
+	} {
+		if _, err := d.Pool().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if n := prune(); n != 1 {
+		t.Fatalf("pruned %d keys, want 1 (a)", n)
+	}
+	if got, want := queueKeys(t, d), []string{"other/c", "q/b"}; !slices.Equal(got, want) {
+		t.Fatalf("keys after prune: %v, want %v", got, want)
+	}
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'available', finalized_at = NULL WHERE id = (SELECT min(id) FROM leasehold_job WHERE flow_key = 'a')"); err != nil {
+		t.Fatalf("make a completed job available: %v", err)
+	}
+	if got, want := queueKeys(t, d), []string{"other/c", "q/a", "q/b"}; !slices.Equal(got, want) {
+		t.Fatalf("keys after a completed job is available again: %v, want %v", got, want)
+	}
+	rows := claimKeyed(t, d, &driver.JobClaimKeyedParams{
+		Claim:    &driver.JobClaimParams{Queue: "q", Max: 10, Owner: "w", DefaultLeaseTTL: time.Hour},
+		KeyLimit: 1, Fair: true,
+	})
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Key)
+	}
+	slices.Sort(got)
+	if want := []string{"", "a"}; !slices.Equal(got, want) {
+		t.Fatalf("claimed keys %q, want %q", got, want)
+	}
+}
+
+// TestQueueKeyPruneWaitsForInserts: a key whose jobs all completed is not
+// deleted while a transaction that inserts a job with it is open (its
+// insert found the key there, so adds nothing): the prune waits for it and
+// then sees its job, or gives up at its lock timeout and deletes nothing.
+// Without the lock, the prune's read would not see the uncommitted job and
+// the key would go, leaving the job where no keyed claim walks.
+func TestQueueKeyPruneWaitsForInserts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	insertKeyed(t, d, "q", []string{"k", "gone"}, 1)
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'completed', finalized_at = now()"); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	pruner := d.GetExecutor().(driver.QueueKeyPruner)
+	for _, commitAfter := range []time.Duration{0, 20 * time.Millisecond} {
+		tx, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		p := testJob("q")
+		p.Key = "k"
+		if _, err := d.UnwrapExecutor(tx).JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}}); err != nil {
+			t.Fatalf("insert in tx: %v", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if commitAfter > 0 {
+				time.Sleep(commitAfter)
+				if err := tx.Commit(ctx); err != nil {
+					t.Errorf("commit: %v", err)
+				}
+			}
+		}()
+		if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{}); err != nil {
+			t.Fatalf("prune: %v", err)
+		}
+		<-done
+		if commitAfter == 0 {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+		}
+		if got := queueKeys(t, d); !slices.Contains(got, "q/k") {
+			t.Fatalf("commit after %s: key k pruned while a job of it was being inserted: %v", commitAfter, got)
+		}
+		if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'completed', finalized_at = now()"); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	if _, err := pruner.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{}); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if got := queueKeys(t, d); len(got) != 0 {
+		t.Fatalf("keys left once every job completed: %v", got)
+	}
+}
+
+// TestKeyedClaimLockedHoldsKeyLimit: whole limited claims in one round
+// trip each (JobClaimKeyedLocked), many at once and of two kinds, never
+// lease two jobs of one key at KeyLimit 1, and together take one job of
+// every key: each claim's counts see the claims committed before it got
+// the lock. It fails without the lock.
+func TestKeyedClaimLockedHoldsKeyLimit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	var keys []string
+	for i := range 10 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	insertKeyed(t, d, "q", keys, 10)
+	// Half the jobs of every key are of another kind, and half the claims
+	// take only that kind: two claims that count a key free at once pick
+	// different jobs of it, which only the lock keeps apart.
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET kind = 'other' WHERE id % 2 = 0"); err != nil {
+		t.Fatalf("set kinds: %v", err)
+	}
+	lk := d.GetExecutor().(driver.LockedKeyedClaimer)
+	locks := &driver.LimitLockParams{Keys: []driver.LimitKey{{Scope: driver.LimitScopeQueue, Name: "q"}}}
+	var (
+		mu      sync.Mutex
+		claimed = map[string]int{}
+		wg      sync.WaitGroup
+	)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				rows, err := lk.JobClaimKeyedLocked(ctx, locks, &driver.JobClaimKeyedParams{
+					Claim: &driver.JobClaimParams{Queue: "q", Max: 3, Owner: fmt.Sprintf("w%d", g), DefaultLeaseTTL: time.Hour,
+						Kinds: []string{[]string{"test", "other"}[g%2]}},
+					KeyLimit: 1, Fair: true,
+				})
+				if err != nil {
+					t.Errorf("locked claim: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, r := range rows {
+					claimed[r.Key]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if claimed[k] != 1 {
+			t.Errorf("key %s: %d jobs leased at KeyLimit 1, want 1 (all: %v)", k, claimed[k], claimed)
+		}
+	}
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := d.UnwrapExecutor(tx).(driver.LockedKeyedClaimer).JobClaimKeyedLocked(ctx, locks, &driver.JobClaimKeyedParams{
+		Claim: &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Hour}, KeyLimit: 1,
+	}); err == nil {
+		t.Error("JobClaimKeyedLocked inside a transaction: no error")
 	}
 }

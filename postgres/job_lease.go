@@ -437,6 +437,8 @@ func (e *executor) JobFinishAndClaim(ctx context.Context, finish *driver.JobFini
 
 var _ driver.AttemptsClaimer = (*executor)(nil)
 
+var _ driver.QueueKeyPruner = (*executor)(nil)
+
 // JobAttemptsAndClaim sends the attempt read and the claim as one batch:
 // one round trip and one implicit transaction, as JobFinishAndClaim's.
 // Inside a caller's transaction the two run one after the other in it.

@@ -59,7 +59,7 @@ func TestConformanceExecModes(t *testing.T) {
 				return migrated(t, New(pgtest.NewPool(t, cfg)))
 			})
 			drivertest.ExerciseDriver(t, b)
-			drivertest.ExerciseClient(t, b, "Drain", "CompleteTx", "InsertTx", "Wakeups", "GlobalLimit", "CancelRunning", "PeriodicLeaderKilled", "Retention")
+			drivertest.ExerciseClient(t, b, "Drain", "CompleteTx", "InsertTx", "Wakeups", "GlobalLimit", "KeyLimit", "CancelRunning", "PeriodicLeaderKilled", "Retention")
 		})
 	}
 }

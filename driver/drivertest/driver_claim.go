@@ -218,6 +218,8 @@ func exerciseClaim[TTx any](t *testing.T, b Backend[TTx]) {
 				continue
 			}
 			assertDuration(t, fmt.Sprintf("job %d (%s) lease", j.ID, []string{"job TTL", "kind TTL", "default TTL"}[i]), j.LeaseUntil.Sub(*j.LeasedAt), want)
+			// The claim returns each row exactly as it stored it.
+			assertUnchanged(t, exec, fmt.Sprintf("stored job %d", j.ID), j)
 		}
 	})
 
@@ -242,6 +244,7 @@ func exerciseClaim[TTx any](t *testing.T, b Backend[TTx]) {
 			if stored := mustGet(t, exec, j.ID); stored.ExpiryPolicy != want {
 				t.Errorf("stored job %d: ExpiryPolicy = %s, want %s", j.ID, stored.ExpiryPolicy, want)
 			}
+			assertUnchanged(t, exec, fmt.Sprintf("stored job %d", j.ID), j)
 		}
 	})
 
@@ -264,6 +267,7 @@ func exerciseClaim[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("re-claim: owner %q heartbeats %d heartbeat_at %v, want owner b and heartbeat fields reset",
 				second.LeaseOwner, second.Heartbeats, second.HeartbeatAt)
 		}
+		assertUnchanged(t, exec, "stored re-claimed job", second)
 	})
 
 	t.Run("ReclaimAfterExpiryRaisesToken", func(t *testing.T) {

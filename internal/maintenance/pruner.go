@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -38,6 +39,12 @@ type Pruner struct {
 	Completed, Cancelled, Discarded, Attempts time.Duration
 	// Interval is the time between rounds.
 	Interval time.Duration
+	// KeyInterval is the time between steps of the scan of the queues'
+	// keys, when Exec keeps them (driver.QueueKeyPruner); each step checks
+	// KeyScan keys, going on where the previous one stopped. Zero means 2
+	// seconds and 5,000 keys.
+	KeyInterval time.Duration
+	KeyScan     int
 	// Logger receives errors.
 	Logger *slog.Logger
 	// OnPruned is told how many rows each delete removed.
@@ -46,9 +53,21 @@ type Pruner struct {
 
 // Run competes for the leader lease and prunes once per Interval while it
 // holds it, until ctx ends; then it resigns.
+//
+// The keys a backend keeps for its keyed claims (driver.QueueKeyPruner) are
+// pruned more often, a step every KeyInterval: a key whose jobs have all
+// completed is still visited by every walk of its queue's keys until it is
+// deleted, at the cost of its counts, so a queue whose keys come and go
+// (one per customer) should not carry a minute of them.
 func (p *Pruner) Run(ctx context.Context) {
 	defer p.Elector.Resign()
-	lastPrune := time.Time{}
+	kp, _ := p.Exec.(driver.QueueKeyPruner)
+	keyEvery := p.Interval
+	if kp != nil {
+		keyEvery = cmp.Or(p.KeyInterval, defaultKeyInterval)
+	}
+	var lastPrune, lastKeys time.Time
+	var after driver.QueueKey
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -57,14 +76,46 @@ func (p *Pruner) Run(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		if p.Elector.Attempt(ctx) != 0 && time.Since(lastPrune) >= p.Interval {
-			lastPrune = time.Now()
-			if err := p.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				p.Logger.Warn("leasehold: prune finished jobs", "error", err)
+		if p.Elector.Attempt(ctx) != 0 {
+			if time.Since(lastPrune) >= p.Interval {
+				lastPrune, lastKeys = time.Now(), time.Now()
+				if err := p.RunOnce(ctx); err != nil && ctx.Err() == nil {
+					p.Logger.Warn("leasehold: prune finished jobs", "error", err)
+				}
+			} else if kp != nil && time.Since(lastKeys) >= keyEvery {
+				lastKeys = time.Now()
+				next, err := p.keyStep(ctx, kp, after)
+				if err != nil && ctx.Err() == nil {
+					p.Logger.Warn("leasehold: prune queue keys", "error", err)
+				}
+				after = next
 			}
 		}
-		timer.Reset(min(p.Elector.Wait(), p.Interval))
+		timer.Reset(min(p.Elector.Wait(), p.Interval, keyEvery))
 	}
+}
+
+// defaultKeyInterval and defaultKeyScan are the Pruner's KeyInterval and
+// KeyScan when zero.
+const (
+	defaultKeyInterval = 2 * time.Second
+	defaultKeyScan     = 5000
+)
+
+// keyStep checks the keys after after and returns where the next step
+// goes on: the zero key once the scan reached the end.
+func (p *Pruner) keyStep(ctx context.Context, kp driver.QueueKeyPruner, after driver.QueueKey) (driver.QueueKey, error) {
+	res, err := kp.QueueKeyPrune(ctx, &driver.QueueKeyPruneParams{After: after, Scan: cmp.Or(p.KeyScan, defaultKeyScan)})
+	if err != nil {
+		return driver.QueueKey{}, err
+	}
+	if p.OnPruned != nil {
+		p.OnPruned(res.Deleted)
+	}
+	if res.Next == nil {
+		return driver.QueueKey{}, nil
+	}
+	return *res.Next, nil
 }
 
 // RunOnce prunes one round, whether or not this client is leader: each
@@ -97,9 +148,30 @@ func (p *Pruner) RunOnce(ctx context.Context) error {
 		}
 	}
 	// Per-key rate windows that ended hold nothing a claim reads.
-	return p.batches(ctx, func() (int64, error) {
+	err := p.batches(ctx, func() (int64, error) {
 		return p.Exec.KeyWindowPrune(ctx, &driver.KeyWindowPruneParams{Limit: PruneBatch})
 	})
+	if err != nil {
+		return err
+	}
+	// Nor do the keys a backend keeps for queues whose jobs have all
+	// completed (or were pruned): one whole scan, in steps.
+	kp, ok := p.Exec.(driver.QueueKeyPruner)
+	if !ok {
+		return nil
+	}
+	var after driver.QueueKey
+	for range PruneMaxBatches {
+		next, err := p.keyStep(ctx, kp, after)
+		if err != nil {
+			return err
+		}
+		if next == (driver.QueueKey{}) || ctx.Err() != nil {
+			return nil
+		}
+		after = next
+	}
+	return nil
 }
 
 func (p *Pruner) batches(ctx context.Context, del func() (int64, error)) error {

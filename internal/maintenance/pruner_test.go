@@ -76,3 +76,59 @@ func TestPrunerRunOnce(t *testing.T) {
 		t.Fatalf("OnPruned counted %d rows, want %d", pruned, want)
 	}
 }
+
+// keyPruneExec is a pruneExec that keeps queue keys (driver.QueueKeyPruner):
+// keys are "k0" to "kN-1" of queue "q", those in stale are deleted when
+// checked; it records each step's After.
+type keyPruneExec struct {
+	pruneExec
+	keys   []string
+	stale  map[string]bool
+	afters []driver.QueueKey
+}
+
+func (e *keyPruneExec) QueueKeyPrune(ctx context.Context, p *driver.QueueKeyPruneParams) (*driver.QueueKeyPruneResult, error) {
+	e.afters = append(e.afters, p.After)
+	res := &driver.QueueKeyPruneResult{}
+	checked := 0
+	var kept []string
+	for _, k := range e.keys {
+		if (p.After == driver.QueueKey{} || k > p.After.Key) && checked < p.Scan {
+			checked++
+			if checked == p.Scan {
+				res.Next = &driver.QueueKey{Queue: "q", Key: k}
+			}
+			if e.stale[k] {
+				res.Deleted++
+				continue
+			}
+		}
+		kept = append(kept, k)
+	}
+	e.keys = kept
+	return res, nil
+}
+
+// TestPrunerKeySteps: a round prunes the queue keys in steps of KeyScan,
+// each going on after the last key the previous one checked, until a step
+// reaches the end; the deleted keys are counted.
+func TestPrunerKeySteps(t *testing.T) {
+	t.Parallel()
+	exec := &keyPruneExec{keys: []string{"a", "b", "c", "d", "e"}, stale: map[string]bool{"b": true, "e": true}}
+	var pruned int64
+	p := &Pruner{
+		Exec: exec, Logger: slog.New(slog.DiscardHandler),
+		Completed: -1, Cancelled: -1, Discarded: -1, Attempts: -1, KeyScan: 2,
+		OnPruned: func(n int64) { pruned += n },
+	}
+	if err := p.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []driver.QueueKey{{}, {Queue: "q", Key: "b"}, {Queue: "q", Key: "d"}}
+	if !slices.Equal(exec.afters, want) {
+		t.Fatalf("steps went on after %v, want %v", exec.afters, want)
+	}
+	if !slices.Equal(exec.keys, []string{"a", "c", "d"}) || pruned != 2 {
+		t.Fatalf("keys left %v, %d counted pruned; want [a c d], 2", exec.keys, pruned)
+	}
+}
