@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/leasetype"
 )
@@ -447,5 +449,64 @@ func TestKeyedClaimLockedHoldsKeyLimit(t *testing.T) {
 		Claim: &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Hour}, KeyLimit: 1,
 	}); err == nil {
 		t.Error("JobClaimKeyedLocked inside a transaction: no error")
+	}
+}
+
+// keyedArgs are the arguments of TestClientPrunesQueueKeys's jobs.
+type keyedArgs struct{}
+
+func (keyedArgs) Kind() string { return "keyed_prune" }
+
+// TestClientPrunesQueueKeys: a client that holds the maintenance lease
+// deletes the keys of jobs it completed within a few seconds (a key step
+// every 2 s), not at the next full prune round (a minute), which ran at its
+// start before these jobs existed.
+func TestClientPrunesQueueKeys(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	w := leasehold.NewWorkers()
+	leasehold.AddWorker(w, leasehold.WorkFunc[keyedArgs](func(ctx context.Context, j *leasehold.Job[keyedArgs]) error { return nil }))
+	c, err := leasehold.NewClient(d, &leasehold.Config{
+		Workers: w, PollInterval: 100 * time.Millisecond,
+		Queues: map[string]leasehold.QueueConfig{"keyed": {MaxWorkers: 10, KeyLimit: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) }) //nolint:errcheck
+	time.Sleep(200 * time.Millisecond) // the first full round runs at start
+	var ids []int64
+	for i := range 20 {
+		res, err := c.Insert(ctx, keyedArgs{}, &leasehold.InsertOpts{Queue: "keyed", Key: fmt.Sprintf("k%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, id := range ids {
+		for {
+			j, err := c.JobGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State == leasetype.JobStateCompleted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d is %s after 15 s", id, j.State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for len(queueKeys(t, d)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("keys of completed jobs left after 15 s: %v", queueKeys(t, d))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
