@@ -13,7 +13,7 @@
 # One JSON report per run on stdout, then a table. Exits non-zero when a run
 # failed (with async replication, lost acknowledged writes are reported,
 # not failed). Everything it started is stopped on every exit path.
-# CHAOS_SEED, CHAOS_HA_BASE_PORT (default 55432) and CHAOS_FAILOVER_PAYMENTS
+# CHAOS_SEED, CHAOS_HA_BASE_PORT (default 25432) and CHAOS_FAILOVER_PAYMENTS
 # change the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ case "${1:-}" in
 *) echo "usage: chaos-failover.sh [--all]" >&2; exit 2 ;;
 esac
 seed="${CHAOS_SEED:-1}"
-base="${CHAOS_HA_BASE_PORT:-55432}"
+base="${CHAOS_HA_BASE_PORT:-25432}"
 payments="${CHAOS_FAILOVER_PAYMENTS:-400}"
 
 work=$(mktemp -d)

@@ -6,13 +6,13 @@
 # must settle every payment exactly once; its summary says how many
 # creations it retried. About 40 s; everything it started is stopped on
 # every exit path. DEMO_FAILOVER_PAYMENTS (default 4000), DEMO_FAILOVER_KILL_AFTER
-# (seconds, default 2.5) and DEMO_FAILOVER_BASE_PORT (default 57432) change it.
+# (seconds, default 2.5) and DEMO_FAILOVER_BASE_PORT (default 27432) change it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 payments="${DEMO_FAILOVER_PAYMENTS:-4000}"
 kill_after="${DEMO_FAILOVER_KILL_AFTER:-2.5}"
-base="${DEMO_FAILOVER_BASE_PORT:-57432}"
+base="${DEMO_FAILOVER_BASE_PORT:-27432}"
 work=$(mktemp -d)
 dir=$(mktemp -d -u "${TMPDIR:-/tmp}/leasehold-ha-XXXXXX")
 demo_pid=""

@@ -10,8 +10,10 @@
 #	scripts/ha-cluster.sh start-node I [--dir DIR] [--base-port N]   restart node I (1-3) after a kill
 #	scripts/ha-cluster.sh down [--dir DIR] [--base-port N]
 #
-# Ports, from the base B (default 55432): Postgres B, B+1, B+2; Patroni's
-# REST API B+10, B+11, B+12; etcd clients B+20, peers B+21; HAProxy's
+# Ports, from the base B (default 25432: below Linux's ephemeral range,
+# 32768-60999, so that no outgoing connection's local port holds one when
+# a listener binds it): Postgres B, B+1, B+2; Patroni's REST API B+10,
+# B+11, B+12; etcd clients B+20, peers B+21; HAProxy's
 # read-write port B+30. The directory defaults to /tmp/leasehold-ha-B.
 # `up` prints the connection URLs and writes them, with the ports, paths and
 # every PID, to DIR/ha.env (KEY=value lines). A failed `up` cleans up after
@@ -22,7 +24,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 mode=sync
-base=55432
+base=25432
 dir=""
 db=test
 node=""

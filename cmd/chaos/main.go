@@ -22,7 +22,7 @@
 // only, listed by ID), and the fencing tokens granted twice, from claim logs
 // the workers keep outside the database (claimlog.go).
 //
-//	chaos --backend postgres --ha-state /tmp/leasehold-ha-55432/ha.env --faults failover_kill --json
+//	chaos --backend postgres --ha-state /tmp/leasehold-ha-25432/ha.env --faults failover_kill --json
 //
 // The harness re-executes its own binary as `chaos worker ...` for every
 // worker; each worker reports its Client.Stats() as JSON lines on stdout.
