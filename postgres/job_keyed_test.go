@@ -478,7 +478,8 @@ func TestClientPrunesQueueKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop(context.Background()) }) //nolint:errcheck
-	time.Sleep(200 * time.Millisecond) // the first full round runs at start
+	// The first full round runs at start, before these jobs exist.
+	time.Sleep(200 * time.Millisecond)
 	var ids []int64
 	for i := range 20 {
 		res, err := c.Insert(ctx, keyedArgs{}, &leasehold.InsertOpts{Queue: "keyed", Key: fmt.Sprintf("k%d", i)})
