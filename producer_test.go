@@ -372,3 +372,81 @@ func TestClaimsAlongOutcomes(t *testing.T) {
 		t.Fatalf("%d handlers ran at once, want at most MaxWorkers %d", mostAtOnce, workers)
 	}
 }
+
+// gatedClaimDriver holds its first claim after it returned from the
+// database until release is closed; later claims pass.
+type gatedClaimDriver struct {
+	driver.Driver[*sql.Tx]
+	held    chan struct{} // closed once the first claim is held
+	release chan struct{}
+	first   atomic.Bool
+}
+
+func (d *gatedClaimDriver) GetExecutor() driver.Executor {
+	return &gatedClaimExecutor{Executor: d.Driver.GetExecutor(), d: d}
+}
+
+type gatedClaimExecutor struct {
+	driver.Executor
+	d *gatedClaimDriver
+}
+
+func (e *gatedClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
+	rows, err := e.Executor.JobClaim(ctx, p)
+	if e.d.first.CompareAndSwap(false, true) {
+		close(e.d.held)
+		select {
+		case <-e.d.release:
+		case <-ctx.Done():
+		}
+	}
+	return rows, err
+}
+
+// TestClaimWithoutBacklogLeavesRoom: a queue without a backlog claims with
+// half its free workers, so a job inserted while that claim is in flight
+// starts in a second claim instead of waiting for the first to return.
+func TestClaimWithoutBacklogLeavesRoom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := &gatedClaimDriver{Driver: newTestSQLite(t), held: make(chan struct{}), release: make(chan struct{})}
+	started := make(chan int, 1)
+	w := NewWorkers()
+	AddWorker(w, WorkFunc[overlapArgs](func(ctx context.Context, j *Job[overlapArgs]) error {
+		started <- j.Args.N
+		return nil
+	}))
+	c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler),
+		Queues: map[string]QueueConfig{defaultQueue: {MaxWorkers: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(d.release)
+		if err := c.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-d.held: // the first claim (the start's poll) is in flight
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim within 10s")
+	}
+	if _, err := c.Insert(ctx, overlapArgs{N: 7}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-started:
+		if n != 7 {
+			t.Fatalf("started job %d, want 7", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job inserted while a claim was in flight did not start within 10s: it waits for that claim")
+	}
+	if got := c.Stats().Claimed; got != 1 {
+		t.Fatalf("claimed %d jobs, want 1", got)
+	}
+}
