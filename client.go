@@ -323,7 +323,7 @@ func (c *clientCore) stop(ctx context.Context) error {
 // were a batch as large as half the workers, only two would ever be in
 // flight, each waiting for the other's jobs, and the database would idle
 // between them. A quarter keeps completerFlushers of them in flight.
-// Without claims along (SQLite's one writer, MySQL) the producers claim on
+// Without claims along (SQLite's one writer) the producers claim on
 // their own and larger batches cost fewer write transactions.
 func outcomeBatch(cfg *Config) int {
 	workers := 0

@@ -459,10 +459,10 @@ type TxBounder interface {
 }
 
 // FinishClaimer is implemented by executors that can end leases and claim
-// jobs in one round trip to the database. The client's claim then carries
-// the outcomes waiting to be written, and a drain costs one round trip and
-// one transaction per batch instead of two. Without it the client writes
-// outcomes and claims jobs in separate calls.
+// jobs in one transaction, in fewer round trips to the database than the
+// two calls. The client's claim then carries the outcomes waiting to be
+// written, and a drain costs one transaction per batch instead of two.
+// Without it the client writes outcomes and claims jobs in separate calls.
 type FinishClaimer interface {
 	// JobFinishAndClaim is JobFinish(finish) followed by JobClaim(claim),
 	// in one transaction: both take effect or neither does. It returns
@@ -474,10 +474,10 @@ type FinishClaimer interface {
 }
 
 // AttemptsClaimer is implemented by executors that can read the attempt
-// rows of leases and claim jobs in one round trip and one transaction. The
-// client's claim then carries the reads that confirm CompleteTx commits,
-// which otherwise cost a transaction of their own. Without it the client
-// confirms them with JobAttempts alone.
+// rows of leases and claim jobs in one transaction, in fewer round trips
+// than the two calls. The client's claim then carries the reads that
+// confirm CompleteTx commits, which otherwise cost a transaction of their
+// own. Without it the client confirms them with JobAttempts alone.
 type AttemptsClaimer interface {
 	// JobAttemptsAndClaim is JobAttempts(attempts), which names Leases,
 	// followed by JobClaim(claim), in one transaction. It returns

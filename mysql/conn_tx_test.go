@@ -213,15 +213,19 @@ func insertJobs(t *testing.T, exec driver.Executor, n int) {
 
 // TestLeaseRoundTrips: on a reserved connection a claim is three round
 // trips (the exists read, the locking read that begins the transaction,
-// the UPDATE with the COMMIT), a heartbeat and a finish two each, whatever
-// the number of jobs; the claimed rows are the stored ones.
+// the UPDATE with the COMMIT), a heartbeat and a finish two each, a finish
+// with a claim three (the finish's locking read; its writes with the
+// claim's locking read; the claim's UPDATE with the COMMIT) and a read of
+// attempt rows with a claim two (the read with the locking read; the
+// UPDATE with the COMMIT), whatever the number of jobs; the claimed rows
+// are the stored ones.
 func TestLeaseRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
 	db, writes := countedDB(t, d, nil)
 	counted := New(db)
-	insertJobs(t, counted.GetExecutor(), 20)
+	insertJobs(t, counted.GetExecutor(), 40)
 	r, err := counted.OpenReserved(ctx, &driver.OpenReservedParams{Conns: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -229,6 +233,14 @@ func TestLeaseRoundTrips(t *testing.T) {
 	defer r.Close()
 	if _, err := r.Now(ctx); err != nil { // probes multi-statement support
 		t.Fatal(err)
+	}
+	fc, ok := r.(driver.FinishClaimer)
+	if !ok {
+		t.Fatal("the reserved executor does not implement driver.FinishClaimer")
+	}
+	ac, ok := r.(driver.AttemptsClaimer)
+	if !ok {
+		t.Fatal("the reserved executor does not implement driver.AttemptsClaimer")
 	}
 	trips := func(what string, want int64, call func() error) {
 		t.Helper()
@@ -240,29 +252,41 @@ func TestLeaseRoundTrips(t *testing.T) {
 			t.Errorf("%s: %d round trips, want %d", what, got, want)
 		}
 	}
+	claimParams := func(n int) *driver.JobClaimParams {
+		return &driver.JobClaimParams{Queue: "q", Max: n, Owner: "w", DefaultLeaseTTL: time.Minute}
+	}
+	assertStored := func(what string, jobs []*leasetype.JobRow) {
+		t.Helper()
+		for _, j := range jobs {
+			stored, err := d.GetExecutor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.LeaseToken != j.LeaseToken || stored.State != j.State || !stored.LeaseUntil.Equal(*j.LeaseUntil) || !stored.LeasedAt.Equal(*j.LeasedAt) {
+				t.Errorf("%s: job %d claimed as token %d %s %v..%v, stored as token %d %s %v..%v", what, j.ID,
+					j.LeaseToken, j.State, j.LeasedAt, j.LeaseUntil, stored.LeaseToken, stored.State, stored.LeasedAt, stored.LeaseUntil)
+			}
+		}
+	}
+	completions := func(jobs []*leasetype.JobRow) []*driver.JobFinish {
+		items := make([]*driver.JobFinish, len(jobs))
+		for i, j := range jobs {
+			items[i] = &driver.JobFinish{ID: j.ID, Token: j.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
+		}
+		return items
+	}
 	var jobs []*leasetype.JobRow
 	trips("claim of 20", 3, func() (err error) {
-		jobs, err = r.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 20, Owner: "w", DefaultLeaseTTL: time.Minute})
+		jobs, err = r.JobClaim(ctx, claimParams(20))
 		return err
 	})
 	if len(jobs) != 20 {
 		t.Fatalf("claimed %d jobs, want 20", len(jobs))
 	}
-	for _, j := range jobs {
-		stored, err := d.GetExecutor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if stored.LeaseToken != j.LeaseToken || stored.State != j.State || !stored.LeaseUntil.Equal(*j.LeaseUntil) || !stored.LeasedAt.Equal(*j.LeasedAt) {
-			t.Errorf("job %d claimed as token %d %s %v..%v, stored as token %d %s %v..%v", j.ID,
-				j.LeaseToken, j.State, j.LeasedAt, j.LeaseUntil, stored.LeaseToken, stored.State, stored.LeasedAt, stored.LeaseUntil)
-		}
-	}
+	assertStored("claim", jobs)
 	renewals := make([]driver.LeaseRenewal, len(jobs))
-	items := make([]*driver.JobFinish, len(jobs))
 	for i, j := range jobs {
 		renewals[i] = driver.LeaseRenewal{ID: j.ID, Token: j.LeaseToken, TTL: time.Minute}
-		items[i] = &driver.JobFinish{ID: j.ID, Token: j.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
 	}
 	trips("heartbeat of 20", 2, func() error {
 		renewed, err := r.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Owner: "w", Leases: renewals})
@@ -271,15 +295,45 @@ func TestLeaseRoundTrips(t *testing.T) {
 		}
 		return err
 	})
-	trips("finish of 20", 2, func() error {
-		written, err := r.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: items})
-		if err == nil && len(written) != 20 {
-			t.Errorf("finished %d jobs, want 20", len(written))
+	trips("finish of 10", 2, func() error {
+		written, err := r.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: completions(jobs[:10])})
+		if err == nil && len(written) != 10 {
+			t.Errorf("finished %d jobs, want 10", len(written))
+		}
+		return err
+	})
+	var along []*leasetype.JobRow
+	trips("finish of 10 with a claim of 10", 3, func() error {
+		written, claimed, err := fc.JobFinishAndClaim(ctx, &driver.JobFinishParams{Owner: "w", Items: completions(jobs[10:])}, claimParams(10))
+		if err == nil && (len(written) != 10 || len(claimed) != 10) {
+			t.Errorf("finished %d jobs and claimed %d, want 10 and 10", len(written), len(claimed))
+		}
+		along = claimed
+		return err
+	})
+	assertStored("finish with a claim", along)
+	refs := make([]driver.LeaseRef, len(jobs))
+	for i, j := range jobs {
+		refs[i] = driver.LeaseRef{ID: j.ID, Token: j.LeaseToken}
+	}
+	trips("read of 20 attempt rows with a claim of 20", 2, func() error {
+		found, claimed, err := ac.JobAttemptsAndClaim(ctx, &driver.JobAttemptsParams{Leases: refs}, claimParams(20))
+		if err == nil && (len(found) != 20 || len(claimed) != 10) {
+			t.Errorf("read %d attempt rows and claimed %d jobs, want 20 and the 10 left", len(found), len(claimed))
+		}
+		assertStored("read with a claim", claimed)
+		along = append(along, claimed...)
+		return err
+	})
+	trips("finish of 20 with a claim of an empty queue", 3, func() error {
+		written, claimed, err := fc.JobFinishAndClaim(ctx, &driver.JobFinishParams{Owner: "w", Items: completions(along)}, claimParams(20))
+		if err == nil && (len(written) != 20 || len(claimed) != 0) {
+			t.Errorf("finished %d jobs and claimed %d, want 20 and none", len(written), len(claimed))
 		}
 		return err
 	})
 	trips("claim of an empty queue", 1, func() error {
-		_, err := r.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 20, Owner: "w", DefaultLeaseTTL: time.Minute})
+		_, err := r.JobClaim(ctx, claimParams(20))
 		return err
 	})
 }
@@ -296,7 +350,7 @@ func TestWithoutMultiStatements(t *testing.T) {
 	})
 	plain := New(db)
 	exec := plain.GetExecutor()
-	insertJobs(t, exec, 3)
+	insertJobs(t, exec, 4)
 	if got := plain.multi.Load(); got != multiNo {
 		t.Fatalf("multi-statement probe = %d, want %d (no)", got, multiNo)
 	}
@@ -316,5 +370,11 @@ func TestWithoutMultiStatements(t *testing.T) {
 	attempts, err := d.GetExecutor().JobAttempts(ctx, &driver.JobAttemptsParams{JobID: jobs[0].ID})
 	if err != nil || len(attempts) != 1 {
 		t.Fatalf("attempts of the finished job = %d, %v; want 1", len(attempts), err)
+	}
+	ac := exec.(driver.AttemptsClaimer)
+	found, claimed, err := ac.JobAttemptsAndClaim(ctx, &driver.JobAttemptsParams{Leases: []driver.LeaseRef{{ID: jobs[0].ID, Token: jobs[0].LeaseToken}}},
+		&driver.JobClaimParams{Queue: "q", Max: 3, Owner: "w", DefaultLeaseTTL: time.Minute})
+	if err != nil || len(found) != 1 || len(claimed) != 1 {
+		t.Fatalf("read of the finished lease with a claim = %d attempt rows, %d claimed, %v; want 1 and the job left", len(found), len(claimed), err)
 	}
 }

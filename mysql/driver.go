@@ -20,7 +20,10 @@
 // in front of it, the last ones with COMMIT after them, in one round trip
 // each. A claim is then three round trips (a read of whether the queue has
 // a claimable job, the locking read, the UPDATE), a renewal or a finish of
-// any number of leases two. SET TRANSACTION without SESSION sets the level
+// any number of leases two. A client sends its outcome batches with the
+// queue's next claim (driver.FinishClaimer): the finish and the claim in
+// one transaction of three round trips, several claims of a queue in
+// flight at once. SET TRANSACTION without SESSION sets the level
 // of that one transaction: the session, and whoever uses the pooled
 // connection after the driver, keep their own.
 //

@@ -3,7 +3,9 @@ package mysql
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -273,14 +275,9 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 	if err := e.open(); err != nil {
 		return nil, err
 	}
-	existsQuery := jobClaimableExistsSQL
-	filter, filterArgs := claimKindFilter(params.Kinds, params.ExcludeKinds)
-	if filter != "" {
-		existsQuery = fmt.Sprintf(jobClaimableExistsSQLFormat, filter)
-	}
-	queueArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
+	c := newClaimQuery(params)
 	if e.onPool {
-		found, err := e.exists(ctx, existsQuery, queueArgs...)
+		found, err := e.exists(ctx, c.exists.query, c.exists.args...)
 		if err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
@@ -288,22 +285,14 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 			return []*leasetype.JobRow{}, nil
 		}
 	}
-	lease := newClaimLease(params)
-	pickQuery := fmt.Sprintf(jobClaimPickSQLFormat, lease.ttlExpr, lease.stuckExpr, filter)
-	pickArgs := append(lease.exprArgs(), queueArgs...)
-	pickArgs = append(pickArgs, max(params.Max, 1))
-
 	var jobs []*leasetype.JobRow
 	err := e.writeEndInDriverTx(ctx, func(q querier) ([]stmt, error) {
-		var err error
-		if jobs, err = pickClaimed(ctx, q, pickQuery, pickArgs, params.Owner); err != nil || len(jobs) == 0 {
-			return nil, err
-		}
-		ids := make([]int64, len(jobs))
-		for i, j := range jobs {
-			ids[i] = j.ID
-		}
-		return []stmt{lease.update(params.Owner, jobs[0].LeasedAt, ids)}, nil
+		var (
+			last []stmt
+			err  error
+		)
+		jobs, last, err = c.run(ctx, q, nil)
+		return last, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -312,6 +301,69 @@ func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) 
 		jobs = []*leasetype.JobRow{}
 	}
 	return jobs, nil
+}
+
+// claimQuery is the SQL of a plain claim (JobClaim's): the exists read,
+// the locking read and the lease its UPDATE grants.
+type claimQuery struct {
+	exists, pick stmt
+	lease        *claimLease
+	owner        string
+}
+
+// newClaimQuery builds the statements of the claim of params.
+func newClaimQuery(params *driver.JobClaimParams) *claimQuery {
+	existsQuery := jobClaimableExistsSQL
+	filter, filterArgs := claimKindFilter(params.Kinds, params.ExcludeKinds)
+	if filter != "" {
+		existsQuery = fmt.Sprintf(jobClaimableExistsSQLFormat, filter)
+	}
+	queueArgs := append([]any{params.Queue, params.Queue}, filterArgs...)
+	lease := newClaimLease(params)
+	pickArgs := append(lease.exprArgs(), queueArgs...)
+	pickArgs = append(pickArgs, max(params.Max, 1))
+	return &claimQuery{
+		exists: stmt{query: existsQuery, args: queueArgs},
+		pick:   stmt{query: fmt.Sprintf(jobClaimPickSQLFormat, lease.ttlExpr, lease.stuckExpr, filter), args: pickArgs},
+		lease:  lease,
+		owner:  params.Owner,
+	}
+}
+
+// run runs the claim's locking read in q after before, statements of the
+// same transaction that return no rows: in a connTx they go in front of
+// it, in the same round trip, elsewhere one after the other. It returns
+// the jobs in claim order as the claim's UPDATE leaves them, and that
+// UPDATE for the caller to send last (with the COMMIT); none of either
+// when no job is claimable.
+func (c *claimQuery) run(ctx context.Context, q querier, before []stmt) ([]*leasetype.JobRow, []stmt, error) {
+	pick := c.pick
+	if len(before) > 0 {
+		if _, ok := q.(*connTx); ok {
+			pick.query, pick.args = joinStmts(append(slices.Clip(before), pick))
+		} else if err := execEach(ctx, q, before); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := q.QueryContext(ctx, pick.query, pick.args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	jobs, err := scanClaimed(rows, c.owner)
+	if err != nil || len(jobs) == 0 {
+		return nil, nil, err
+	}
+	return jobs, []stmt{c.update(jobs)}, nil
+}
+
+// update is the UPDATE that leases jobs, read by the claim's locking read.
+func (c *claimQuery) update(jobs []*leasetype.JobRow) stmt {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return c.lease.update(c.owner, jobs[0].LeasedAt, ids)
 }
 
 // claimLease is the lease a claim grants, as SQL: the per-kind TTLs and the
@@ -381,15 +433,11 @@ func idList(ids []int64) string {
 	return string(b)
 }
 
-// pickClaimed runs a claim's locking read (jobClaimPickSQLFormat) and
-// returns its jobs in claim order as the claim's UPDATE leaves them, leased
-// to owner. Every row carries the same database clock.
-func pickClaimed(ctx context.Context, q querier, query string, args []any, owner string) ([]*leasetype.JobRow, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+// scanClaimed reads the result set of a claim's locking read
+// (jobClaimPickSQLFormat), without closing rows, and returns its jobs in
+// claim order as the claim's UPDATE leaves them, leased to owner. Every
+// row carries the same database clock.
+func scanClaimed(rows *sql.Rows, owner string) ([]*leasetype.JobRow, error) {
 	var jobs []*leasetype.JobRow
 	for rows.Next() {
 		var (
@@ -579,7 +627,29 @@ var finishStates = []leasetype.JobState{
 // (propagateDependencies) run, before the commit. It returns the IDs
 // written in input order.
 func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams) ([]int64, error) {
-	// An ID given twice can be written at most once: keep its first item.
+	items, err := finishItems(params)
+	if err != nil || len(items) == 0 {
+		return []int64{}, err
+	}
+	refs := leaseRefsJSON(items)
+	var written []int64
+	err = e.writeEnd(ctx, func(q querier) ([]stmt, error) {
+		var (
+			end []stmt
+			err error
+		)
+		written, end, err = finishHeld(ctx, q, items, refs, params.Owner)
+		return end, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish leases: %w", err)
+	}
+	return written, nil
+}
+
+// finishItems checks the states of params.Items and returns the items to
+// write: an ID given twice can be written at most once, by its first item.
+func finishItems(params *driver.JobFinishParams) ([]*driver.JobFinish, error) {
 	items := make([]*driver.JobFinish, 0, len(params.Items))
 	seen := make(map[int64]bool, len(params.Items))
 	for _, it := range params.Items {
@@ -592,40 +662,186 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 		seen[it.ID] = true
 		items = append(items, it)
 	}
-	if len(items) == 0 {
-		return []int64{}, nil
+	return items, nil
+}
+
+// finishHeld ends, in q, the leases of items (their leaseRefsJSON is refs)
+// that owner still holds. It runs the locking read and returns the IDs it
+// ends, in input order, and the statements that end them, for the caller
+// to send after it, in the same transaction (with the COMMIT, or in front
+// of a claim). When some of the jobs have dependents it runs those
+// statements itself, then the dependency rules (propagateDependencies),
+// and returns none.
+func finishHeld(ctx context.Context, q querier, items []*driver.JobFinish, refs, owner string) ([]int64, []stmt, error) {
+	written := []int64{}
+	ids, parents, now, err := pickFinish(ctx, q, refs, owner)
+	if err != nil || len(ids) == 0 {
+		return written, nil, err
+	}
+	held := items
+	if len(ids) < len(items) {
+		held = keep(items, ids, func(f *driver.JobFinish) int64 { return f.ID })
+	}
+	end, err := finishStmts(held, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, it := range held {
+		written = append(written, it.ID)
+	}
+	if len(parents) == 0 {
+		return written, end, nil
+	}
+	if err := execEach(ctx, q, end); err != nil {
+		return nil, nil, err
+	}
+	if err := propagateDependencies(ctx, q, parents, running); err != nil {
+		return nil, nil, err
+	}
+	return written, nil, nil
+}
+
+var _ driver.FinishClaimer = (*executor)(nil)
+
+// JobFinishAndClaim is JobFinish(finish) then JobClaim(claim) in one of
+// the driver's own transactions: both take effect or neither does. Each
+// keeps its own guarantees (fencing by token and owner, attempt rows,
+// lease_until on the database clock, the claim's kind filters and lease
+// TTLs). In a connTx it is three round trips whatever the batch sizes,
+// where the two calls cost five: the finish's locking read begins the
+// transaction, the finish's INSERT and UPDATE go with the claim's locking
+// read, and the claim's UPDATE with the COMMIT. The claim skips JobClaim's
+// exists read, which only spares an empty queue a transaction. The claim
+// reads after the finish's writes, as it would after JobFinish: a job the
+// finish makes claimable at once (released, retried without delay) may be
+// claimed again. When a finished job has dependents, its statements and
+// the dependency rules run before the claim's locking read, each in a
+// round trip of its own. In a caller's transaction, with no items or with
+// claim.Max < 1, JobFinish and JobClaim run one after the other.
+func (e *executor) JobFinishAndClaim(ctx context.Context, finish *driver.JobFinishParams, claim *driver.JobClaimParams) ([]int64, []*leasetype.JobRow, error) {
+	if !e.onPool || len(finish.Items) == 0 || claim.Max < 1 {
+		written, err := e.JobFinish(ctx, finish)
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs, err := e.JobClaim(ctx, claim)
+		return written, jobs, err
+	}
+	items, err := finishItems(finish)
+	if err != nil {
+		return nil, nil, err
 	}
 	refs := leaseRefsJSON(items)
-	var written []int64
-	err := e.writeEnd(ctx, func(q querier) ([]stmt, error) {
-		written = []int64{}
-		ids, parents, now, err := pickFinish(ctx, q, refs, params.Owner)
-		if err != nil || len(ids) == 0 {
+	c := newClaimQuery(claim)
+	var (
+		written []int64
+		jobs    []*leasetype.JobRow
+	)
+	err = e.writeEnd(ctx, func(q querier) ([]stmt, error) {
+		var (
+			end []stmt
+			err error
+		)
+		if written, end, err = finishHeld(ctx, q, items, refs, finish.Owner); err != nil {
 			return nil, err
 		}
-		held := items
-		if len(ids) < len(items) {
-			held = keep(items, ids, func(f *driver.JobFinish) int64 { return f.ID })
-		}
-		end, err := finishStmts(held, now)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range held {
-			written = append(written, it.ID)
-		}
-		if len(parents) == 0 {
-			return end, nil
-		}
-		if err := execEach(ctx, q, end); err != nil {
-			return nil, err
-		}
-		return nil, propagateDependencies(ctx, q, parents, running)
+		jobs, end, err = c.run(ctx, q, end)
+		return end, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finish leases: %w", err)
+		return nil, nil, fmt.Errorf("finish leases and claim jobs: %w", err)
 	}
-	return written, nil
+	if jobs == nil {
+		jobs = []*leasetype.JobRow{}
+	}
+	return written, jobs, nil
+}
+
+var _ driver.AttemptsClaimer = (*executor)(nil)
+
+// JobAttemptsAndClaim is JobAttempts(attempts), which names Leases, then
+// JobClaim(claim) in one of the driver's own transactions. In a connTx it
+// is two round trips, where the two calls cost four: the read of the
+// attempt rows and the claim's locking read go together and begin the
+// transaction, the claim's UPDATE goes with the COMMIT. The read locks
+// nothing and returns what JobAttempts would at that moment. The claim
+// skips JobClaim's exists read, as in JobFinishAndClaim. In a caller's
+// transaction, with no leases or with claim.Max < 1, JobAttempts and
+// JobClaim run one after the other.
+func (e *executor) JobAttemptsAndClaim(ctx context.Context, attempts *driver.JobAttemptsParams, claim *driver.JobClaimParams) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error) {
+	if !e.onPool || len(attempts.Leases) == 0 || claim.Max < 1 {
+		found, err := e.JobAttempts(ctx, attempts)
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs, err := e.JobClaim(ctx, claim)
+		return found, jobs, err
+	}
+	if err := driver.ValidateJobAttempts(attempts); err != nil {
+		return nil, nil, err
+	}
+	read := attemptsOfLeases(attempts.Leases)
+	c := newClaimQuery(claim)
+	var (
+		found []*leasetype.AttemptRow
+		jobs  []*leasetype.JobRow
+	)
+	err := e.writeEnd(ctx, func(q querier) ([]stmt, error) {
+		var (
+			last []stmt
+			err  error
+		)
+		if _, ok := q.(*connTx); !ok {
+			if found, err = sqlbackend.QueryAll(ctx, q, scanAttempt, read.query, read.args...); err != nil {
+				return nil, err
+			}
+			jobs, last, err = c.run(ctx, q, nil)
+			return last, err
+		}
+		found, jobs, err = readAttemptsAndPick(ctx, q, read, c)
+		if err != nil || len(jobs) == 0 {
+			return nil, err
+		}
+		return []stmt{c.update(jobs)}, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read attempts and claim jobs: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*leasetype.JobRow{}
+	}
+	return found, jobs, nil
+}
+
+// readAttemptsAndPick sends read and the claim's locking read in one round
+// trip, and returns the attempt rows and the claimed jobs, as the claim's
+// UPDATE leaves them.
+func readAttemptsAndPick(ctx context.Context, q querier, read stmt, c *claimQuery) ([]*leasetype.AttemptRow, []*leasetype.JobRow, error) {
+	query, args := joinStmts([]stmt{read, c.pick})
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	found := []*leasetype.AttemptRow{}
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		found = append(found, a)
+	}
+	if !rows.NextResultSet() {
+		if err := rows.Err(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errors.New("no result set for the claim's locking read")
+	}
+	jobs, err := scanClaimed(rows, c.owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	return found, jobs, nil
 }
 
 // plainCompletion tells whether it completes with no error and nothing

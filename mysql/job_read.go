@@ -87,18 +87,8 @@ func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsPa
 		return nil, err
 	}
 	if len(params.Leases) > 0 {
-		var sql strings.Builder
-		sql.WriteString(jobAttemptsOfLeasesPrefixSQL)
-		args := make([]any, 0, 2*len(params.Leases))
-		for i, l := range params.Leases {
-			if i > 0 {
-				sql.WriteByte(',')
-			}
-			sql.WriteString(jobAttemptsLeaseSQL)
-			args = append(args, l.ID, l.Token)
-		}
-		sql.WriteString(jobAttemptsOfLeasesEndSQL)
-		attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, sql.String(), args...)
+		read := attemptsOfLeases(params.Leases)
+		attempts, err := sqlbackend.QueryAll(ctx, q, scanAttempt, read.query, read.args...)
 		if err != nil {
 			return nil, fmt.Errorf("list attempts of %d leases: %w", len(params.Leases), translateError(err))
 		}
@@ -109,4 +99,21 @@ func (e *executor) JobAttempts(ctx context.Context, params *driver.JobAttemptsPa
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, translateError(err))
 	}
 	return attempts, nil
+}
+
+// attemptsOfLeases is the read of the attempt rows of leases, each by its
+// key (jobAttemptsOfLeasesPrefixSQL).
+func attemptsOfLeases(leases []driver.LeaseRef) stmt {
+	var sql strings.Builder
+	sql.WriteString(jobAttemptsOfLeasesPrefixSQL)
+	args := make([]any, 0, 2*len(leases))
+	for i, l := range leases {
+		if i > 0 {
+			sql.WriteByte(',')
+		}
+		sql.WriteString(jobAttemptsLeaseSQL)
+		args = append(args, l.ID, l.Token)
+	}
+	sql.WriteString(jobAttemptsOfLeasesEndSQL)
+	return stmt{query: sql.String(), args: args}
 }

@@ -22,12 +22,15 @@ var _ driver.Reserver = (*Driver)(nil)
 // connections count against the DB's SetMaxOpenConns: size it for your
 // handlers plus these. Handlers holding every other connection cannot delay
 // a lease renewal. A pinned connection that dies is replaced from the pool.
+// The executor ends leases and claims jobs in one transaction
+// (driver.FinishClaimer, driver.AttemptsClaimer) on one connection, as the
+// pool's does.
 func (d *Driver) OpenReserved(ctx context.Context, params *driver.OpenReservedParams) (driver.ReservedExecutor, error) {
 	n := DefaultReservedConns
 	if params != nil && params.Conns > 0 {
 		n = params.Conns
 	}
-	return sqlbackend.OpenLanes(ctx, d.db, n, d.GetExecutor(), func(c *sql.Conn) driver.Executor {
+	return sqlbackend.OpenClaimingLanes(ctx, d.db, n, d.GetExecutor(), func(c *sql.Conn) sqlbackend.ClaimingExecutor {
 		return &executor{d: d, q: c, onPool: true, conn: c}
 	})
 }
