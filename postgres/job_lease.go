@@ -261,15 +261,67 @@ recorded AS (
 )
 SELECT ` + jobColumns + ` FROM expired ORDER BY id`
 
+// jobClaimPlanSQL, sent just before jobClaimSQL in the same implicit
+// transaction (one batch), makes the server plan the claim once per
+// connection instead of once per call: a generic plan of the prepared
+// statement (plan_cache_mode), which with sorting ruled out (enable_sort)
+// is the ordered scan of the claim index that every custom plan is. Both
+// settings are local to the transaction (set_config's is_local), which ends
+// with the batch.
+//
+// Without it the server plans the claim anew on every call: the generic
+// plan of a LIMIT given as a parameter assumes a tenth of the backlog is
+// wanted and sorts it, so the custom plans stay cheaper. Planning cost
+// about a third of the claim's server time in small claims (payments, a
+// steady trickle of jobs): 1,000 claims of 25 jobs spent 0.8 s planning
+// against 1.6 s executing (pg_stat_statements with track_planning).
+const jobClaimPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_sort', 'off', true)`
+
+// queueClaim queues the claim of params on b, after jobClaimPlanSQL.
+func queueClaim(b *pgx.Batch, params *driver.JobClaimParams) {
+	b.Queue(jobClaimPlanSQL)
+	b.Queue(jobClaimSQL, claimArgs(params)...)
+}
+
+// JobClaim sends jobClaimPlanSQL and jobClaimSQL as one batch: one round
+// trip, one implicit transaction. Inside a caller's transaction it sends the
+// claim alone, which leaves the caller's later statements planned as the
+// caller's settings say.
 func (e *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*leasetype.JobRow, error) {
 	if params.Max < 1 {
 		return nil, nil
 	}
-	rows, err := e.db.Query(ctx, jobClaimSQL, claimArgs(params)...)
+	if _, inTx := e.db.(pgx.Tx); inTx {
+		rows, err := e.db.Query(ctx, jobClaimSQL, claimArgs(params)...)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", translateError(err))
+		}
+		return scanClaimed(rows, params.Max)
+	}
+	b := &pgx.Batch{}
+	queueClaim(b, params)
+	br := e.db.SendBatch(ctx, b)
+	claimed, err := readClaim(br, params.Max)
+	// Close reports the commit: nothing read before it is known to hold.
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("claim jobs: %w", translateError(closeErr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// readClaim reads the results of queueClaim's statements from br.
+func readClaim(br pgx.BatchResults, limit int) ([]*leasetype.JobRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("claim jobs: plan: %w", translateError(err))
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", translateError(err))
 	}
-	return scanClaimed(rows, params.Max)
+	return scanClaimed(rows, limit)
 }
 
 // claimArgs are jobClaimSQL's arguments for params.
@@ -422,7 +474,7 @@ func (e *executor) JobFinishAndClaim(ctx context.Context, finish *driver.JobFini
 	}
 	b := &pgx.Batch{}
 	b.Queue(query, args...)
-	b.Queue(jobClaimSQL, claimArgs(claim)...)
+	queueClaim(b, claim)
 	br := e.db.SendBatch(ctx, b)
 	// Close reports the commit: nothing read before it is known to hold.
 	written, rows, err := readFinishAndClaim(br, claim.Max)
@@ -457,7 +509,7 @@ func (e *executor) JobAttemptsAndClaim(ctx context.Context, attempts *driver.Job
 	}
 	b := &pgx.Batch{}
 	b.Queue(jobAttemptsOfLeasesSQL, ids, tokens)
-	b.Queue(jobClaimSQL, claimArgs(claim)...)
+	queueClaim(b, claim)
 	br := e.db.SendBatch(ctx, b)
 	found, rows, err := readAttemptsAndClaim(br, len(ids), claim.Max)
 	// Close reports the commit: nothing read before it is known to hold.
@@ -480,10 +532,7 @@ func readAttemptsAndClaim(br pgx.BatchResults, leases, limit int) ([]*leasetype.
 	if err != nil {
 		return nil, nil, err
 	}
-	if rows, err = br.Query(); err != nil {
-		return nil, nil, fmt.Errorf("claim jobs: %w", translateError(err))
-	}
-	claimed, err := scanClaimed(rows, limit)
+	claimed, err := readClaim(br, limit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -500,10 +549,7 @@ func readFinishAndClaim(br pgx.BatchResults, limit int) ([]int64, []*leasetype.J
 	if err != nil {
 		return nil, nil, fmt.Errorf("finish leases: %w", translateError(err))
 	}
-	if rows, err = br.Query(); err != nil {
-		return nil, nil, fmt.Errorf("claim jobs: %w", translateError(err))
-	}
-	claimed, err := scanClaimed(rows, limit)
+	claimed, err := readClaim(br, limit)
 	if err != nil {
 		return nil, nil, err
 	}

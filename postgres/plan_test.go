@@ -6,20 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // TestClaimPlan guards the claim's plan: with or without the kind filters,
-// as a custom plan and as the generic plan a prepared statement switches to,
-// the claim walks the claim index in claim order, and updates the rows it
-// locked by their address. The kind filters must not turn it into a scan and
-// a sort.
+// as a custom plan and as the generic plan the driver has the server cache
+// (jobClaimPlanSQL's settings), on a queue of a few hundred jobs and on one
+// of 20,000, the claim walks the claim index in claim order, and updates the
+// rows it locked by their address. The kind filters must not turn it into a
+// scan and a sort. (Without the settings the generic plan of the large
+// queue sorts all of it: a LIMIT given as a parameter is taken for a tenth
+// of the rows.)
 func TestClaimPlan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
+	insertJobs(t, d.GetExecutor(), "big", 20000)
 	seedPlanJobs(t, d)
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
@@ -29,28 +35,110 @@ func TestClaimPlan(t *testing.T) {
 	if _, err := conn.Exec(ctx, "PREPARE claim AS "+jobClaimSQL); err != nil {
 		t.Fatalf("prepare claim: %v", err)
 	}
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-			t.Fatalf("set plan_cache_mode: %v", err)
+	for _, mode := range []string{"custom", "driver's generic"} {
+		for _, queue := range []string{"q0", "big"} {
+			for _, tc := range []struct{ name, kinds, exclude string }{
+				{"plain", "{}", "{}"},
+				{"kinds", "{k1,k2}", "{}"},
+				{"exclude kinds", "{}", "{k3}"},
+			} {
+				name := fmt.Sprintf("%s, %s, %s", mode, queue, tc.name)
+				plan := explainClaim(t, conn, mode == "custom", fmt.Sprintf(
+					`EXPLAIN EXECUTE claim('%s', 10, 'owner', '{}', '{}', 60000, '{}', '%s', '%s', 0, '-infinity', 0)`,
+					queue, tc.kinds, tc.exclude))
+				if !strings.Contains(plan, "Index Scan using leasehold_job_claim_idx") || strings.Contains(plan, "Sort") {
+					t.Errorf("%s: claim plan does not walk the claim index:\n%s", name, plan)
+				}
+				if !hasLine(plan, "Index Cond:", "ROW(priority, scheduled_at, id) > ROW(") {
+					t.Errorf("%s: claim plan does not start the index scan at the position:\n%s", name, plan)
+				}
+				if !strings.Contains(plan, "Tid Scan on leasehold_job") {
+					t.Errorf("%s: claim plan does not update the locked rows by address:\n%s", name, plan)
+				}
+			}
 		}
-		for _, tc := range []struct{ name, kinds, exclude string }{
-			{"plain", "{}", "{}"},
-			{"kinds", "{k1,k2}", "{}"},
-			{"exclude kinds", "{}", "{k3}"},
-		} {
-			plan := explain(t, conn, fmt.Sprintf(
-				`EXPLAIN EXECUTE claim('q0', 10, 'owner', '{}', '{}', 60000, '{}', '%s', '%s', 0, '-infinity', 0)`,
-				tc.kinds, tc.exclude))
-			if !strings.Contains(plan, "Index Scan using leasehold_job_claim_idx") || strings.Contains(plan, "Sort") {
-				t.Errorf("%s, %s: claim plan does not walk the claim index:\n%s", mode, tc.name, plan)
-			}
-			if !hasLine(plan, "Index Cond:", "ROW(priority, scheduled_at, id) > ROW(") {
-				t.Errorf("%s, %s: claim plan does not start the index scan at the position:\n%s", mode, tc.name, plan)
-			}
-			if !strings.Contains(plan, "Tid Scan on leasehold_job") {
-				t.Errorf("%s, %s: claim plan does not update the locked rows by address:\n%s", mode, tc.name, plan)
-			}
+	}
+}
+
+// explainClaim runs an EXPLAIN of the prepared claim in a transaction of
+// its own, as a custom plan or with jobClaimPlanSQL's settings, as the
+// driver sends it.
+func explainClaim(t *testing.T, conn *pgxpool.Conn, custom bool, sql string) string {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // only read
+	setting := jobClaimPlanSQL
+	if custom {
+		setting = `SET LOCAL plan_cache_mode = force_custom_plan`
+	}
+	if _, err := tx.Exec(ctx, setting); err != nil {
+		t.Fatalf("plan settings: %v", err)
+	}
+	rows, err := tx.Query(ctx, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestClaimPlannedOnce: the server plans the claim once per connection and
+// runs the cached plan after that (jobClaimPlanSQL), whether the claim goes
+// alone or in a batch with outcomes or attempt reads. Without the settings
+// it plans every claim anew (custom plans).
+func TestClaimPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := resized(t, newTestDriver(t), 1) // every statement on one connection
+	exec := d.GetExecutor()
+	insertJobs(t, exec, "q0", 2000)
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	const claims = 12
+	var held []*leasetype.JobRow
+	for i := range claims {
+		claim := &driver.JobClaimParams{Queue: "q0", Max: 5, Owner: "w", DefaultLeaseTTL: time.Hour}
+		var (
+			rows []*leasetype.JobRow
+			err  error
+		)
+		switch {
+		case i%3 == 1 && len(held) > 0:
+			finish := &driver.JobFinishParams{Owner: "w", Items: []*driver.JobFinish{{
+				ID: held[0].ID, Token: held[0].LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}}}
+			_, rows, err = exec.(driver.FinishClaimer).JobFinishAndClaim(ctx, finish, claim)
+			held = held[1:]
+		case i%3 == 2 && len(held) > 0:
+			attempts := &driver.JobAttemptsParams{Leases: []driver.LeaseRef{{ID: held[0].ID, Token: held[0].LeaseToken}}}
+			_, rows, err = exec.(driver.AttemptsClaimer).JobAttemptsAndClaim(ctx, attempts, claim)
+		default:
+			rows, err = exec.JobClaim(ctx, claim)
 		}
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if len(rows) != 5 {
+			t.Fatalf("claim %d: %d jobs, want 5", i, len(rows))
+		}
+		held = append(held, rows...)
+	}
+	var generic, custom int64
+	err := d.Pool().QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements
+		WHERE statement LIKE '%picked_ctid%' AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom)
+	if err != nil {
+		t.Fatalf("read prepared statements: %v", err)
+	}
+	if custom != 0 || generic != claims {
+		t.Fatalf("claims ran %d generic and %d custom plans, want %d generic, 0 custom (planned once)", generic, custom, claims)
 	}
 }
 
