@@ -3,6 +3,9 @@ package postgres
 import (
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/leasetype"
 )
 
 // TestBoundTxKeepsTighterSettings: bounding a transaction lowers the
@@ -51,5 +54,47 @@ func TestBoundTxKeepsTighterSettings(t *testing.T) {
 	}
 	if after == "5s" {
 		t.Error("the bound outlived its transaction")
+	}
+}
+
+// TestFinishBoundsTx: a completion with a TxBound in the
+// caller's transaction bounds that transaction in the completion's own
+// statement, plain completions and other outcomes alike, keeping a
+// tighter setting.
+func TestFinishBoundsTx(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+	insertJobs(t, exec, "q", 2)
+	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 2, Owner: "w", DefaultLeaseTTL: time.Minute})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
+	}
+	for i, item := range []*driver.JobFinish{
+		{ID: jobs[0].ID, Token: jobs[0].LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted},
+		{ID: jobs[1].ID, Token: jobs[1].LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "boom", CountError: true},
+	} {
+		tx, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '50ms'"); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := d.UnwrapExecutor(tx).JobFinish(ctx, &driver.JobFinishParams{Owner: "w", TxBound: 5 * time.Second, Items: []*driver.JobFinish{item}})
+		if err != nil || len(ids) != 1 || ids[0] != item.ID {
+			t.Fatalf("item %d: finish = %v, %v; want [%d]", i, ids, err, item.ID)
+		}
+		var stmt, idle string
+		if err := tx.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')").Scan(&stmt, &idle); err != nil {
+			t.Fatal(err)
+		}
+		if stmt != "50ms" || idle != "5s" {
+			t.Errorf("item %d: statement_timeout %s, idle_in_transaction_session_timeout %s; want 50ms kept and 5s", i, stmt, idle)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

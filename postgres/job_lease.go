@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -391,31 +392,47 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	return e.queryIDs(ctx, "finish leases", query, args...)
 }
 
-// finishBounded bounds the caller's transaction (jobBoundTxSQL) and writes
-// the outcomes in it, both sent as one batch: one round trip, as a
-// completion in the caller's transaction (CompleteTx) costs the handler's
-// connection that much time.
+// finishBounded writes the outcomes in the caller's transaction and bounds
+// that transaction (jobBoundTxSQL's settings) in the same statement:
+// query's variant that sets them as it reads the clock (boundedFinish), one
+// statement and one round trip, as a completion in the caller's
+// transaction (CompleteTx) costs the handler's connection that much time.
+// The settings are made whenever the statement writes a row: the clock it
+// reads is a row of every row it writes.
 func (e *executor) finishBounded(ctx context.Context, bound time.Duration, query string, args []any) ([]int64, error) {
-	b := &pgx.Batch{}
-	b.Queue(jobBoundTxSQL, (bound + time.Millisecond - 1).Milliseconds())
-	b.Queue(query, args...)
-	br := e.db.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("finish leases: bound the transaction: %w", translateError(err))
+	bounded, ok := boundedFinishSQL[query]
+	if !ok {
+		return nil, fmt.Errorf("finish leases: no bounded form of the outcome statement")
 	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: %w", translateError(err))
+	args = append(args, (bound + time.Millisecond - 1).Milliseconds())
+	return e.queryIDs(ctx, "finish leases", bounded, args...)
+}
+
+// finishClockSQL starts jobCompleteSQL and jobFinishSQL: the clock they
+// read once.
+const finishClockSQL = `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now)`
+
+// boundedFinishSQL maps jobCompleteSQL and jobFinishSQL to their bounded
+// forms (finishBounded), which take the bound in milliseconds as one more
+// argument.
+var boundedFinishSQL = map[string]string{
+	jobCompleteSQL: boundedFinish(jobCompleteSQL, 4),
+	jobFinishSQL:   boundedFinish(jobFinishSQL, 9),
+}
+
+// boundedFinish returns query, which starts with finishClockSQL, with the
+// clock also applying jobBoundTxSQL's settings, the bound being argument
+// $arg. The clock is a materialized CTE: its row, and so the settings, is
+// computed before the update writes a row.
+func boundedFinish(query string, arg int) string {
+	if !strings.HasPrefix(strings.TrimSpace(query), finishClockSQL) {
+		panic("postgres: the outcome statement does not start with its clock")
 	}
-	written, err := scanIDs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("finish leases: %w", translateError(err))
-	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("finish leases: %w", translateError(err))
-	}
-	return written, nil
+	bound := strings.ReplaceAll(jobBoundTxSQL, "$1", fmt.Sprintf("$%d", arg))
+	bound = strings.Replace(bound, "SELECT set_config(", "SELECT count(set_config(", 1)
+	bound = strings.Replace(bound, "::text, true)", "::text, true))", 1)
+	clock := `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now, (` + bound + `) AS fin_bounds)`
+	return strings.Replace(query, finishClockSQL, clock, 1)
 }
 
 // finishQuery returns the statement that writes params (jobCompleteSQL when
