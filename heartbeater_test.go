@@ -73,6 +73,39 @@ func TestLeaseSetKicksOnlyForRenewalsBeforeTheNextTick(t *testing.T) {
 	}
 }
 
+// TestLeaseSetAddAll: a claim's leases added together are all held, each
+// reports the lease it replaces on the same job, and the earliest renewal
+// among them decides the kick.
+func TestLeaseSetAddAll(t *testing.T) {
+	s := newLeaseSet()
+	old := testLease(2, 30*time.Second)
+	s.add(old)
+	<-s.added
+	s.planTick(time.Now().Add(time.Second))
+	ls := []*lease{testLease(1, 30*time.Second), testLease(2, 30*time.Second), testLease(3, 30*time.Second)}
+	replaced := make([]*lease, len(ls))
+	s.addAll(ls, replaced)
+	if replaced[0] != nil || replaced[1] != old || replaced[2] != nil {
+		t.Fatalf("replaced = %v, want only the second to replace the lease held on job 2", replaced)
+	}
+	for _, l := range ls {
+		if s.get(l.row.ID, 1) != l {
+			t.Fatalf("job %d: the set does not hold the lease added", l.row.ID)
+		}
+	}
+	select {
+	case <-s.added:
+		t.Fatal("leases due after the planned tick kicked the heartbeater")
+	default:
+	}
+	s.addAll([]*lease{testLease(4, 30*time.Second), testLease(5, 600*time.Millisecond)}, replaced)
+	select {
+	case <-s.added:
+	default:
+		t.Fatal("a lease due before the planned tick, second of its claim, did not kick the heartbeater")
+	}
+}
+
 // A short lease claimed while the heartbeater sleeps until its next
 // planned tick is still renewed before it is due.
 func TestHeartbeaterRenewsShortLeaseAddedWhileAsleep(t *testing.T) {
