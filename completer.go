@@ -54,7 +54,8 @@ type completer struct {
 }
 
 // flushBuf is the storage of one batch's write: its requests, their items,
-// the statement's parameters and the set of the jobs it wrote. A write gets one from the completer
+// the statement's parameters, the set of the jobs it wrote and the leases
+// it ends together (report). A write gets one from the completer
 // (batchBuf) and gives it back when it returns (putBatchBuf), so a busy
 // completer allocates none of them per batch.
 type flushBuf struct {
@@ -62,6 +63,7 @@ type flushBuf struct {
 	items  []*driver.JobFinish
 	params driver.JobFinishParams
 	ok     map[int64]bool
+	ended  []*lease
 }
 
 // finishParams returns b's statement parameters for batch: the items of
@@ -81,6 +83,17 @@ func (b *flushBuf) writtenSet() map[int64]bool {
 		b.ok = make(map[int64]bool, len(b.batch))
 	}
 	return b.ok
+}
+
+// endLater collects l, whose outcome was written and counted
+// (lease.outcomeDone), for endAll.
+func (b *flushBuf) endLater(l *lease) { b.ended = append(b.ended, l) }
+
+// endAll ends the leases collected by endLater (endLeases).
+func (b *flushBuf) endAll() {
+	endLeases(b.ended)
+	clear(b.ended)
+	b.ended = b.ended[:0]
 }
 
 // batchBuf returns storage for a write, holding a copy of batch.
@@ -106,6 +119,8 @@ func (c *completer) putBatchBuf(b *flushBuf) {
 	clear(b.items)
 	b.params = driver.JobFinishParams{}
 	clear(b.ok)
+	clear(b.ended)
+	b.ended = b.ended[:0]
 	c.mu.Lock()
 	c.bufs = append(c.bufs, b)
 	c.mu.Unlock()
@@ -274,7 +289,7 @@ func (c *completer) flush(ctx context.Context, buf *flushBuf, failed func()) {
 		c.writeMu.RUnlock()
 		cancel()
 		if err == nil {
-			c.report(ctx, batch, written, buf.writtenSet())
+			c.report(ctx, batch, written, buf)
 			return
 		}
 		c.logger.Warn("leasehold: write job outcomes", "jobs", len(batch), "error", err)
@@ -369,7 +384,7 @@ func (c *completer) flushAndClaim(ctx context.Context, buf *flushBuf, failed fun
 	p.claimed(full, 0)
 	p.advance(rows, full)
 	p.add(len(rows))
-	c.report(ctx, batch, written, buf.writtenSet())
+	c.report(ctx, batch, written, buf)
 	core.startCounted(p, rows, sentAt)
 	return true
 }
@@ -411,17 +426,25 @@ const lastReadTimeout = time.Second
 // with its connection. The attempt history tells (readBack), read for all
 // such refusals of the batch in one statement; only when it shows no
 // outcome of this lease is the refusal a lost lease. ctx is flush's, never
-// cancelled. ok is an empty set to hold written's IDs (nil: a new one).
-func (c *completer) report(ctx context.Context, batch []*finishRequest, written []int64, ok map[int64]bool) {
-	if ok == nil {
-		ok = make(map[int64]bool, len(written))
+// cancelled. buf is the write's storage (nil: none).
+//
+// The leases whose outcome was written, told as they come, end together
+// before any read-back (endLeases): one lock of the lease set and one
+// count of freed slots per batch instead of per job.
+func (c *completer) report(ctx context.Context, batch []*finishRequest, written []int64, buf *flushBuf) {
+	if buf == nil {
+		buf = new(flushBuf)
 	}
+	ok := buf.writtenSet()
 	for _, id := range written {
 		ok[id] = true
 	}
 	var check []*finishRequest
 	for _, r := range batch {
 		switch {
+		case ok[r.item.ID] && r.done == outcomeWaiter(r.lease):
+			r.lease.outcomeDone(nil)
+			buf.endLater(r.lease)
 		case ok[r.item.ID]:
 			r.done.outcomeWritten(nil)
 		case r.tried || r.item.State == leasetype.JobStateCompleted || r.lease.completing.Load():
@@ -430,6 +453,7 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 			r.done.outcomeWritten(refusedError(r))
 		}
 	}
+	buf.endAll()
 	if len(check) == 0 {
 		return
 	}

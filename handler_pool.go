@@ -21,19 +21,23 @@ type handlerPool struct {
 	closed  bool
 	live    atomic.Int64 // goroutines of the pool, running or waiting
 	maxIdle time.Duration
+	// epoch is when the pool was made: the goroutines' idle times count
+	// from it on the monotonic clock alone (time.Since), which costs less
+	// per job than time.Now.
+	epoch time.Time
 }
 
 // handlerWorker is one goroutine of the pool.
 type handlerWorker struct {
-	jobs  chan *lease // capacity 1: handing a job over never blocks; nil retires it
-	since time.Time   // when it started waiting
+	jobs  chan *lease   // capacity 1: handing a job over never blocks; nil retires it
+	since time.Duration // when it started waiting, since the pool's epoch
 }
 
 // handlerIdle is how long a handler goroutine may wait for a job before
 // the pool retires it.
 const handlerIdle = 5 * time.Second
 
-func newHandlerPool() *handlerPool { return &handlerPool{maxIdle: handlerIdle} }
+func newHandlerPool() *handlerPool { return &handlerPool{maxIdle: handlerIdle, epoch: time.Now()} }
 
 // open lets the pool start goroutines again after close (a restarted client).
 func (hp *handlerPool) open() {
@@ -68,11 +72,11 @@ func (hp *handlerPool) runAll(ls []*lease, work func(*lease)) {
 	for len(ls) > 0 {
 		chunk := ls[:min(len(ls), handOffChunk)]
 		ls = ls[len(chunk):]
-		now := time.Now()
+		now := time.Since(hp.epoch)
 		hp.mu.Lock()
 		// Retire the goroutines that waited too long (the oldest are first).
 		var retire []*handlerWorker
-		for len(hp.idle) > 0 && now.Sub(hp.idle[0].since) > hp.maxIdle {
+		for len(hp.idle) > 0 && now-hp.idle[0].since > hp.maxIdle {
 			retire = append(retire, hp.idle[0])
 			hp.idle = hp.idle[1:]
 		}
@@ -112,7 +116,7 @@ func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
 			hp.mu.Unlock()
 			return
 		}
-		w.since = time.Now()
+		w.since = time.Since(hp.epoch)
 		hp.idle = append(hp.idle, w)
 		hp.mu.Unlock()
 		l = w.next()

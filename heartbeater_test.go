@@ -106,6 +106,32 @@ func TestLeaseSetAddAll(t *testing.T) {
 	}
 }
 
+// TestEndLeases: leases ended together leave the set, free one slot each on
+// their own producer, and free none twice (one whose slot freeSlot freed
+// already, as for a CompleteTx being confirmed).
+func TestEndLeases(t *testing.T) {
+	core := &clientCore{leases: newLeaseSet()}
+	p1, p2 := newProducer("a", 10, nil), newProducer("b", 10, nil)
+	var ls []*lease
+	for i, p := range []*producer{p1, p1, p2, p1, p2} {
+		l := testLease(int64(i+1), 30*time.Second)
+		l.core, l.producer = core, p
+		core.leases.add(l)
+		ls = append(ls, l)
+	}
+	p1.add(3)
+	p2.add(2)
+	ls[3].freeSlot() // p1: 2 left running
+	endLeases(ls)
+	if n := core.leases.count(); n != 0 {
+		t.Fatalf("the set holds %d leases after they ended", n)
+	}
+	core.leases.wg.Wait() // returns: every lease counted as ended
+	if p1.running != 0 || p2.running != 0 {
+		t.Fatalf("running = %d and %d, want 0 and 0", p1.running, p2.running)
+	}
+}
+
 // A short lease claimed while the heartbeater sleeps until its next
 // planned tick is still renewed before it is due.
 func TestHeartbeaterRenewsShortLeaseAddedWhileAsleep(t *testing.T) {

@@ -192,8 +192,14 @@ func (l *lease) requestCancel() bool {
 // outcomeWritten counts the outcome written, or logs it refused, and ends
 // the lease. It runs on a completer goroutine.
 func (l *lease) outcomeWritten(err error) {
+	l.outcomeDone(err)
+	l.end()
+}
+
+// outcomeDone is outcomeWritten but for the end of the lease, which the
+// caller sees to (end, or endLeases with others).
+func (l *lease) outcomeDone(err error) {
 	c, item := l.core, &l.outcome
-	defer l.end()
 	if err != nil {
 		if IsLeaseLost(err) {
 			c.stats.fencedWrites.Add(1)
@@ -214,6 +220,38 @@ func (l *lease) outcomeWritten(err error) {
 func (l *lease) end() {
 	l.core.leases.remove(l)
 	l.freeSlot()
+}
+
+// endLeases is end for each of ls, with one lock of the lease set per run
+// of leases of one client and one count of freed slots per run of leases
+// of one producer.
+func endLeases(ls []*lease) {
+	for rest := ls; len(rest) > 0; {
+		set, n := rest[0].core.leases, 1
+		for n < len(rest) && rest[n].core.leases == set {
+			n++
+		}
+		set.removeAll(rest[:n])
+		rest = rest[n:]
+	}
+	var (
+		p     *producer
+		freed int
+	)
+	for _, l := range ls {
+		if !l.slotFreed.CompareAndSwap(false, true) {
+			continue
+		}
+		if l.producer != p && freed > 0 {
+			p.jobsDone(freed)
+			freed = 0
+		}
+		p = l.producer
+		freed++
+	}
+	if freed > 0 {
+		p.jobsDone(freed)
+	}
 }
 
 // freeSlot frees the lease's worker slot once, before the lease ends when
@@ -288,6 +326,18 @@ func (s *leaseSet) remove(l *lease) {
 	}
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// removeAll is remove for each of ls, under one lock.
+func (s *leaseSet) removeAll(ls []*lease) {
+	s.mu.Lock()
+	for _, l := range ls {
+		if s.byID[l.row.ID] == l {
+			delete(s.byID, l.row.ID)
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Add(-len(ls))
 }
 
 func (s *leaseSet) get(id, token int64) *lease {

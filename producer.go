@@ -279,9 +279,12 @@ func (p *producer) nextPoll(poll time.Duration) time.Duration {
 }
 
 // jobDone frees a worker and wakes the loop when a backlog remains.
-func (p *producer) jobDone() {
+func (p *producer) jobDone() { p.jobsDone(1) }
+
+// jobsDone frees n workers and wakes the loop when a backlog remains.
+func (p *producer) jobsDone(n int) {
 	p.mu.Lock()
-	p.running--
+	p.running -= n
 	backlog := p.backlog
 	p.mu.Unlock()
 	if backlog {
@@ -478,6 +481,10 @@ func (c *clientCore) startCounted(p *producer, rows []*leasetype.JobRow, sentAt 
 	var (
 		started  [handOffChunk]*lease
 		replaced [handOffChunk]*lease
+		// A claim's rows are mostly of one kind: a run of rows of one
+		// kind looks its worker up once.
+		kind  string
+		entry *workerEntry
 	)
 	for len(rows) > 0 {
 		chunk := rows[:min(len(rows), handOffChunk)]
@@ -485,7 +492,9 @@ func (c *clientCore) startCounted(p *producer, rows []*leasetype.JobRow, sentAt 
 		block := make([]lease, len(chunk))
 		ls := started[:len(chunk)]
 		for i, row := range chunk {
-			entry := c.workers[row.Kind]
+			if row.Kind != kind {
+				kind, entry = row.Kind, c.workers[row.Kind]
+			}
 			l := &block[i]
 			l.init(row, c.leaseTTL(row, entry), entry, sentAt)
 			l.core, l.producer = c, p
