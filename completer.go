@@ -395,10 +395,33 @@ func (c *completer) flushAndClaim(ctx context.Context, buf *flushBuf, failed fun
 // a refused outcome of such a lease is read back job by job, which would
 // hold up the start of the jobs claimed along.
 func claimantOf(batch []*finishRequest) (*producer, int) {
+	// A batch mostly holds the leases of one producer: those are counted
+	// without a map.
+	var (
+		only  *producer
+		n     int
+		mixed bool
+	)
+	for _, r := range batch {
+		if r.lease.completing.Load() {
+			return nil, 0
+		}
+		switch p := r.lease.producer; {
+		case p == nil:
+		case only == nil || p == only:
+			only = p
+			n++
+		default:
+			mixed = true
+		}
+	}
+	if !mixed {
+		return only, n
+	}
 	var (
 		best  *producer
 		most  int
-		count = make(map[*producer]int, 1)
+		count = make(map[*producer]int, 2)
 	)
 	for _, r := range batch {
 		if r.lease.completing.Load() {
