@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +48,82 @@ type completer struct {
 	wakeAt int
 	wake   chan struct{}    // capacity 1
 	spare  []*finishRequest // run's: the buffer queued gets next
+	// bufs are the storage of writes that returned, for the next ones
+	// (batchBuf); at most as many as writes were ever in flight at once.
+	bufs []*flushBuf
+}
+
+// flushBuf is the storage of one batch's write: its requests, their items,
+// the statement's parameters, the set of the jobs it wrote and the leases
+// it ends together (report). A write gets one from the completer
+// (batchBuf) and gives it back when it returns (putBatchBuf), so a busy
+// completer allocates none of them per batch.
+type flushBuf struct {
+	batch  []*finishRequest
+	items  []*driver.JobFinish
+	params driver.JobFinishParams
+	ok     map[int64]bool
+	ended  []*lease
+}
+
+// finishParams returns b's statement parameters for batch: the items of
+// its requests, in b's storage.
+func (b *flushBuf) finishParams(owner string, batch []*finishRequest) *driver.JobFinishParams {
+	b.items = b.items[:0]
+	for _, r := range batch {
+		b.items = append(b.items, r.item)
+	}
+	b.params = driver.JobFinishParams{Owner: owner, Items: b.items}
+	return &b.params
+}
+
+// writtenSet returns b's empty set of written job IDs, for report.
+func (b *flushBuf) writtenSet() map[int64]bool {
+	if b.ok == nil {
+		b.ok = make(map[int64]bool, len(b.batch))
+	}
+	return b.ok
+}
+
+// endLater collects l, whose outcome was written and counted
+// (lease.outcomeDone), for endAll.
+func (b *flushBuf) endLater(l *lease) { b.ended = append(b.ended, l) }
+
+// endAll ends the leases collected by endLater (endLeases).
+func (b *flushBuf) endAll() {
+	endLeases(b.ended)
+	clear(b.ended)
+	b.ended = b.ended[:0]
+}
+
+// batchBuf returns storage for a write, holding a copy of batch.
+func (c *completer) batchBuf(batch []*finishRequest) *flushBuf {
+	c.mu.Lock()
+	var b *flushBuf
+	if n := len(c.bufs); n > 0 {
+		b, c.bufs[n-1] = c.bufs[n-1], nil
+		c.bufs = c.bufs[:n-1]
+	}
+	c.mu.Unlock()
+	if b == nil {
+		b = new(flushBuf)
+	}
+	b.batch = append(b.batch[:0], batch...)
+	return b
+}
+
+// putBatchBuf gives back the storage of a write that returned, holding no
+// request any more.
+func (c *completer) putBatchBuf(b *flushBuf) {
+	clear(b.batch)
+	clear(b.items)
+	b.params = driver.JobFinishParams{}
+	clear(b.ok)
+	clear(b.ended)
+	b.ended = b.ended[:0]
+	c.mu.Lock()
+	c.bufs = append(c.bufs, b)
+	c.mu.Unlock()
 }
 
 // finishExecutor is what the completer needs of a driver executor: the
@@ -139,6 +214,9 @@ func (c *completer) arm(busy, pending int) bool {
 // A write that fails (the database is away) stops counting as the one in
 // flight while it retries, so that other outcomes are not held behind it.
 func (c *completer) run(ctx context.Context) {
+	// The writes outlive ctx (they end leases whose outcome is due) and
+	// only bound themselves by the leases' deadlines.
+	detached := context.WithoutCancel(ctx)
 	var (
 		pending []*finishRequest
 		busy    int                   // writes in flight that have not failed
@@ -149,7 +227,8 @@ func (c *completer) run(ctx context.Context) {
 		pending = c.take(pending)
 		for len(pending) > 0 && (busy == 0 || len(pending) >= c.maxBatch && busy < completerFlushers) {
 			n := min(len(pending), c.maxBatch)
-			batch := slices.Clone(pending[:n])
+			buf := c.batchBuf(pending[:n])
+			clear(pending[:n])
 			pending = append(pending[:0], pending[n:]...)
 			busy++
 			writes.Add(1)
@@ -162,8 +241,9 @@ func (c *completer) run(ctx context.Context) {
 						freed <- struct{}{}
 					}
 				}
-				c.flush(ctx, batch, release)
+				c.flush(detached, buf, release)
 				release()
+				c.putBatchBuf(buf)
 			}()
 		}
 		if c.arm(busy, len(pending)) {
@@ -183,19 +263,19 @@ func (c *completer) run(ctx context.Context) {
 	}
 }
 
-// flush writes one batch, retrying database errors until each lease's local
-// deadline; past it the lease is lost and the expirer will reclaim the job.
-// It calls failed after each failed write.
-func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed func()) {
-	if c.flushAndClaim(ctx, batch, failed) {
+// flush writes one batch, buf.batch, retrying database errors until each
+// lease's local deadline; past it the lease is lost and the expirer will
+// reclaim the job. It calls failed after each failed write. ctx is never
+// cancelled (the writes are bounded by the leases' deadlines): it carries
+// the client's values only.
+func (c *completer) flush(ctx context.Context, buf *flushBuf, failed func()) {
+	batch := buf.batch
+	if c.flushAndClaim(ctx, buf, failed) {
 		return
 	}
 	wait := 20 * time.Millisecond
 	for len(batch) > 0 {
-		items := make([]*driver.JobFinish, len(batch))
-		for i, r := range batch {
-			items[i] = r.item
-		}
+		params := buf.finishParams(c.owner, batch)
 		// Bound the write by the latest local deadline in the batch: past
 		// it every lease in the batch is lost anyway.
 		callDeadline := time.Now()
@@ -203,13 +283,13 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 			deadline, _ := r.lease.times()
 			callDeadline = later(callDeadline, deadline)
 		}
-		callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), callDeadline)
+		callCtx, cancel := context.WithDeadline(ctx, callDeadline)
 		c.writeMu.RLock()
-		written, err := c.exec.JobFinish(callCtx, &driver.JobFinishParams{Owner: c.owner, Items: items})
+		written, err := c.exec.JobFinish(callCtx, params)
 		c.writeMu.RUnlock()
 		cancel()
 		if err == nil {
-			c.report(ctx, batch, written)
+			c.report(ctx, batch, written, buf)
 			return
 		}
 		c.logger.Warn("leasehold: write job outcomes", "jobs", len(batch), "error", err)
@@ -226,7 +306,7 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 		}
 		if len(expired) > 0 {
 			// The failed write may have committed: one quick read tells.
-			readCtx, cancelRead := context.WithTimeout(context.WithoutCancel(ctx), lastReadTimeout)
+			readCtx, cancelRead := context.WithTimeout(ctx, lastReadTimeout)
 			landed, _ := c.readBack(readCtx, expired)
 			cancelRead()
 			for i, r := range expired {
@@ -253,8 +333,10 @@ func (c *completer) flush(ctx context.Context, batch []*finishRequest, failed fu
 //
 // It reports false when it wrote nothing: no claim to send along (flush
 // writes the batch alone) or a failed write, after which every request is
-// marked tried and flush retries the batch on its own.
-func (c *completer) flushAndClaim(ctx context.Context, batch []*finishRequest, failed func()) bool {
+// marked tried and flush retries the batch on its own. ctx is flush's,
+// never cancelled.
+func (c *completer) flushAndClaim(ctx context.Context, buf *flushBuf, failed func()) bool {
+	batch := buf.batch
 	fc, ok := c.exec.(driver.FinishClaimer)
 	if !ok || len(batch) == 0 || batch[0].tried {
 		return false
@@ -269,22 +351,21 @@ func (c *completer) flushAndClaim(ctx context.Context, batch []*finishRequest, f
 	}
 	defer p.alongDone(limit)
 	core := batch[0].lease.core
-	items := make([]*driver.JobFinish, len(batch))
+	params := buf.finishParams(c.owner, batch)
 	callDeadline := time.Now()
-	for i, r := range batch {
-		items[i] = r.item
+	for _, r := range batch {
 		deadline, _ := r.lease.times()
 		callDeadline = later(callDeadline, deadline)
 	}
 	sentAt := time.Now()
 	claim := core.claimParams(p.queue, limit)
 	claim.After = p.claimFrom(sentAt, core.cfg.PollInterval)
-	callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), callDeadline)
+	callCtx, cancel := context.WithDeadline(ctx, callDeadline)
 	// The producer stopping ends the claim, and the outcomes with it: they
 	// are retried alone (flush).
 	stop := context.AfterFunc(claimCtx, cancel)
 	c.writeMu.RLock()
-	written, rows, err := fc.JobFinishAndClaim(callCtx, &driver.JobFinishParams{Owner: c.owner, Items: items}, claim)
+	written, rows, err := fc.JobFinishAndClaim(callCtx, params, claim)
 	c.writeMu.RUnlock()
 	stop()
 	cancel()
@@ -303,7 +384,7 @@ func (c *completer) flushAndClaim(ctx context.Context, batch []*finishRequest, f
 	p.claimed(full, 0)
 	p.advance(rows, full)
 	p.add(len(rows))
-	c.report(ctx, batch, written)
+	c.report(ctx, batch, written, buf)
 	core.startCounted(p, rows, sentAt)
 	return true
 }
@@ -314,10 +395,33 @@ func (c *completer) flushAndClaim(ctx context.Context, batch []*finishRequest, f
 // a refused outcome of such a lease is read back job by job, which would
 // hold up the start of the jobs claimed along.
 func claimantOf(batch []*finishRequest) (*producer, int) {
+	// A batch mostly holds the leases of one producer: those are counted
+	// without a map.
+	var (
+		only  *producer
+		n     int
+		mixed bool
+	)
+	for _, r := range batch {
+		if r.lease.completing.Load() {
+			return nil, 0
+		}
+		switch p := r.lease.producer; {
+		case p == nil:
+		case only == nil || p == only:
+			only = p
+			n++
+		default:
+			mixed = true
+		}
+	}
+	if !mixed {
+		return only, n
+	}
 	var (
 		best  *producer
 		most  int
-		count = make(map[*producer]int, 1)
+		count = make(map[*producer]int, 2)
 	)
 	for _, r := range batch {
 		if r.lease.completing.Load() {
@@ -344,15 +448,26 @@ const lastReadTimeout = time.Second
 // transaction, or by an earlier try of this write whose COMMIT was lost
 // with its connection. The attempt history tells (readBack), read for all
 // such refusals of the batch in one statement; only when it shows no
-// outcome of this lease is the refusal a lost lease.
-func (c *completer) report(ctx context.Context, batch []*finishRequest, written []int64) {
-	ok := make(map[int64]bool, len(written))
+// outcome of this lease is the refusal a lost lease. ctx is flush's, never
+// cancelled. buf is the write's storage (nil: none).
+//
+// The leases whose outcome was written, told as they come, end together
+// before any read-back (endLeases): one lock of the lease set and one
+// count of freed slots per batch instead of per job.
+func (c *completer) report(ctx context.Context, batch []*finishRequest, written []int64, buf *flushBuf) {
+	if buf == nil {
+		buf = new(flushBuf)
+	}
+	ok := buf.writtenSet()
 	for _, id := range written {
 		ok[id] = true
 	}
 	var check []*finishRequest
 	for _, r := range batch {
 		switch {
+		case ok[r.item.ID] && r.done == outcomeWaiter(r.lease):
+			r.lease.outcomeDone(nil)
+			buf.endLater(r.lease)
 		case ok[r.item.ID]:
 			r.done.outcomeWritten(nil)
 		case r.tried || r.item.State == leasetype.JobStateCompleted || r.lease.completing.Load():
@@ -361,10 +476,11 @@ func (c *completer) report(ctx context.Context, batch []*finishRequest, written 
 			r.done.outcomeWritten(refusedError(r))
 		}
 	}
+	buf.endAll()
 	if len(check) == 0 {
 		return
 	}
-	landed, err := c.readBack(context.WithoutCancel(ctx), check)
+	landed, err := c.readBack(ctx, check)
 	if err != nil {
 		c.logger.Warn("leasehold: read back refused outcomes", "jobs", len(check), "error", err)
 	}

@@ -241,3 +241,33 @@ func TestOutcomeBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimantOf: the producer most of a batch's leases belong to, counted
+// alike whether the batch holds one producer's leases or several's; none
+// when no lease has a producer or one completed in a transaction.
+func TestClaimantOf(t *testing.T) {
+	t.Parallel()
+	p1, p2 := newProducer("a", 10, nil), newProducer("b", 10, nil)
+	req := func(p *producer, completing bool) *finishRequest {
+		l := &lease{producer: p}
+		l.completing.Store(completing)
+		return &finishRequest{lease: l}
+	}
+	for _, tc := range []struct {
+		name  string
+		batch []*finishRequest
+		want  *producer
+		n     int
+	}{
+		{"one producer", []*finishRequest{req(p1, false), req(nil, false), req(p1, false)}, p1, 2},
+		{"two producers", []*finishRequest{req(p1, false), req(p2, false), req(p2, false), req(nil, false)}, p2, 2},
+		{"a tie goes to the first to lead", []*finishRequest{req(p1, false), req(p2, false)}, p1, 1},
+		{"no producer", []*finishRequest{req(nil, false)}, nil, 0},
+		{"a CompleteTx lease", []*finishRequest{req(p1, false), req(p1, true)}, nil, 0},
+		{"a CompleteTx lease among two producers", []*finishRequest{req(p1, false), req(p2, false), req(p1, true)}, nil, 0},
+	} {
+		if p, n := claimantOf(tc.batch); p != tc.want || n != tc.n {
+			t.Errorf("%s: claimantOf = %p, %d; want %p, %d", tc.name, p, n, tc.want, tc.n)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func TestCompleterReadsBackRefusedInOneStatement(t *testing.T) {
 		item := &driver.JobFinish{ID: id, Token: 1, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
 		batch = append(batch, &finishRequest{item: item, lease: txLease(id), done: waiterFunc(func(err error) { results[id] = err })})
 	}
-	c.report(context.Background(), batch, nil)
+	c.report(context.Background(), batch, nil, nil)
 	if _, reads := exec.counts(); len(reads) != 1 || len(reads[0]) != 4 {
 		t.Fatalf("read-back statements %v, want one naming the 4 refused leases", reads)
 	}

@@ -21,19 +21,23 @@ type handlerPool struct {
 	closed  bool
 	live    atomic.Int64 // goroutines of the pool, running or waiting
 	maxIdle time.Duration
+	// epoch is when the pool was made: the goroutines' idle times count
+	// from it on the monotonic clock alone (time.Since), which costs less
+	// per job than time.Now.
+	epoch time.Time
 }
 
 // handlerWorker is one goroutine of the pool.
 type handlerWorker struct {
-	jobs  chan *lease // capacity 1: handing a job over never blocks; nil retires it
-	since time.Time   // when it started waiting
+	jobs  chan *lease   // capacity 1: handing a job over never blocks; nil retires it
+	since time.Duration // when it started waiting, since the pool's epoch
 }
 
 // handlerIdle is how long a handler goroutine may wait for a job before
 // the pool retires it.
 const handlerIdle = 5 * time.Second
 
-func newHandlerPool() *handlerPool { return &handlerPool{maxIdle: handlerIdle} }
+func newHandlerPool() *handlerPool { return &handlerPool{maxIdle: handlerIdle, epoch: time.Now()} }
 
 // open lets the pool start goroutines again after close (a restarted client).
 func (hp *handlerPool) open() {
@@ -57,30 +61,50 @@ func (hp *handlerPool) close() {
 // run has work(l) called on a waiting goroutine, or on a new one when none
 // waits: a job never queues behind another.
 func (hp *handlerPool) run(l *lease, work func(*lease)) {
-	now := time.Now()
-	hp.mu.Lock()
-	// Retire the goroutines that waited too long (the oldest are first).
-	var retire []*handlerWorker
-	for len(hp.idle) > 0 && now.Sub(hp.idle[0].since) > hp.maxIdle {
-		retire = append(retire, hp.idle[0])
-		hp.idle = hp.idle[1:]
-	}
-	var w *handlerWorker
-	if n := len(hp.idle); n > 0 {
-		w = hp.idle[n-1]
-		hp.idle = hp.idle[:n-1]
-	}
-	hp.mu.Unlock()
-	for _, r := range retire {
-		r.jobs <- nil
-	}
-	if w != nil {
-		w.jobs <- l
-		return
-	}
-	hp.live.Add(1)
-	go hp.serve(&handlerWorker{jobs: make(chan *lease, 1)}, l, work)
+	hp.runAll([]*lease{l}, work)
 }
+
+// runAll is run for each of ls, handing them to the waiting goroutines
+// (most recently idle first) a chunk at a time, so that a claim costs the
+// pool's lock and clock once per chunk, not once per job.
+func (hp *handlerPool) runAll(ls []*lease, work func(*lease)) {
+	var taken [handOffChunk]*handlerWorker
+	for len(ls) > 0 {
+		chunk := ls[:min(len(ls), handOffChunk)]
+		ls = ls[len(chunk):]
+		now := time.Since(hp.epoch)
+		hp.mu.Lock()
+		// Retire the goroutines that waited too long (the oldest are first).
+		var retire []*handlerWorker
+		for len(hp.idle) > 0 && now-hp.idle[0].since > hp.maxIdle {
+			retire = append(retire, hp.idle[0])
+			hp.idle = hp.idle[1:]
+		}
+		n := 0
+		for ; n < len(chunk) && len(hp.idle) > 0; n++ {
+			last := len(hp.idle) - 1
+			taken[n], hp.idle[last] = hp.idle[last], nil
+			hp.idle = hp.idle[:last]
+		}
+		hp.mu.Unlock()
+		for _, r := range retire {
+			r.jobs <- nil
+		}
+		for i, l := range chunk {
+			if i < n {
+				taken[i].jobs <- l
+				taken[i] = nil
+				continue
+			}
+			hp.live.Add(1)
+			go hp.serve(&handlerWorker{jobs: make(chan *lease, 1)}, l, work)
+		}
+	}
+}
+
+// handOffChunk is how many jobs runAll hands over per look at the waiting
+// goroutines.
+const handOffChunk = 64
 
 // serve runs l, then the jobs handed to it, until it is retired.
 func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
@@ -92,7 +116,7 @@ func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
 			hp.mu.Unlock()
 			return
 		}
-		w.since = time.Now()
+		w.since = time.Since(hp.epoch)
 		hp.idle = append(hp.idle, w)
 		hp.mu.Unlock()
 		l = w.next()

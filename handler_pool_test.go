@@ -88,6 +88,61 @@ func TestHandlerPoolBusyGetsNewGoroutine(t *testing.T) {
 	}
 }
 
+// TestHandlerPoolRunAllStartsEveryJob: a claim's jobs handed over together,
+// more of them than goroutines wait and than one chunk holds, all run at
+// once, the waiting goroutines taking the first of them and new ones the
+// rest.
+func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
+	t.Parallel()
+	hp := newHandlerPool()
+	defer hp.close()
+	const waiting, jobs = 3, 2*handOffChunk + 5
+	// A goroutine runs the work it started with: the warm-up jobs (token
+	// 0) only name their goroutine.
+	first := make(chan uint64, waiting)
+	release := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		ids     = map[uint64]bool{}
+		started sync.WaitGroup
+	)
+	work := func(l *lease) {
+		if l.token == 0 {
+			first <- goid()
+			return
+		}
+		mu.Lock()
+		ids[goid()] = true
+		mu.Unlock()
+		started.Done()
+		<-release
+	}
+	for range waiting {
+		hp.run(&lease{}, work)
+	}
+	idle := map[uint64]bool{}
+	for range waiting {
+		idle[<-first] = true
+	}
+	waitUntil(t, "the goroutines to wait for jobs", func() bool { return idleCount(hp) == waiting })
+	started.Add(jobs)
+	ls := make([]*lease, jobs)
+	for i := range ls {
+		ls[i] = &lease{token: 1}
+	}
+	hp.runAll(ls, work)
+	started.Wait() // all of them run at once: none queued behind another
+	close(release)
+	if len(ids) != jobs || hp.live.Load() != jobs {
+		t.Fatalf("%d goroutines ran the %d jobs, pool has %d", len(ids), jobs, hp.live.Load())
+	}
+	for id := range idle {
+		if !ids[id] {
+			t.Errorf("waiting goroutine %d took no job", id)
+		}
+	}
+}
+
 // TestHandlerPoolGoroutinesExit: waiting goroutines exit when the pool
 // closes (running ones when their job ends) or once they waited too long; a
 // goroutine whose job called runtime.Goexit is gone and the next job gets a

@@ -73,6 +73,65 @@ func TestLeaseSetKicksOnlyForRenewalsBeforeTheNextTick(t *testing.T) {
 	}
 }
 
+// TestLeaseSetAddAll: a claim's leases added together are all held, each
+// reports the lease it replaces on the same job, and the earliest renewal
+// among them decides the kick.
+func TestLeaseSetAddAll(t *testing.T) {
+	s := newLeaseSet()
+	old := testLease(2, 30*time.Second)
+	s.add(old)
+	<-s.added
+	s.planTick(time.Now().Add(time.Second))
+	ls := []*lease{testLease(1, 30*time.Second), testLease(2, 30*time.Second), testLease(3, 30*time.Second)}
+	replaced := make([]*lease, len(ls))
+	s.addAll(ls, replaced)
+	if replaced[0] != nil || replaced[1] != old || replaced[2] != nil {
+		t.Fatalf("replaced = %v, want only the second to replace the lease held on job 2", replaced)
+	}
+	for _, l := range ls {
+		if s.get(l.row.ID, 1) != l {
+			t.Fatalf("job %d: the set does not hold the lease added", l.row.ID)
+		}
+	}
+	select {
+	case <-s.added:
+		t.Fatal("leases due after the planned tick kicked the heartbeater")
+	default:
+	}
+	s.addAll([]*lease{testLease(4, 30*time.Second), testLease(5, 600*time.Millisecond)}, replaced)
+	select {
+	case <-s.added:
+	default:
+		t.Fatal("a lease due before the planned tick, second of its claim, did not kick the heartbeater")
+	}
+}
+
+// TestEndLeases: leases ended together leave the set, free one slot each on
+// their own producer, and free none twice (one whose slot freeSlot freed
+// already, as for a CompleteTx being confirmed).
+func TestEndLeases(t *testing.T) {
+	core := &clientCore{leases: newLeaseSet()}
+	p1, p2 := newProducer("a", 10, nil), newProducer("b", 10, nil)
+	var ls []*lease
+	for i, p := range []*producer{p1, p1, p2, p1, p2} {
+		l := testLease(int64(i+1), 30*time.Second)
+		l.core, l.producer = core, p
+		core.leases.add(l)
+		ls = append(ls, l)
+	}
+	p1.add(3)
+	p2.add(2)
+	ls[3].freeSlot() // p1: 2 left running
+	endLeases(ls)
+	if n := core.leases.count(); n != 0 {
+		t.Fatalf("the set holds %d leases after they ended", n)
+	}
+	core.leases.wg.Wait() // returns: every lease counted as ended
+	if p1.running != 0 || p2.running != 0 {
+		t.Fatalf("running = %d and %d, want 0 and 0", p1.running, p2.running)
+	}
+}
+
 // A short lease claimed while the heartbeater sleeps until its next
 // planned tick is still renewed before it is due.
 func TestHeartbeaterRenewsShortLeaseAddedWhileAsleep(t *testing.T) {

@@ -59,9 +59,22 @@ type lease struct {
 }
 
 func newLease(row *leasetype.JobRow, ttl time.Duration, entry *workerEntry, sentAt time.Time) *lease {
-	l := &lease{row: row, token: row.LeaseToken, ttl: ttl, entry: entry}
-	l.renewed(sentAt)
+	l := new(lease)
+	l.init(row, ttl, entry, sentAt)
 	return l
+}
+
+// init sets up a zero lease of a claim sent at sentAt, before anything
+// else sees it (so without its lock).
+func (l *lease) init(row *leasetype.JobRow, ttl time.Duration, entry *workerEntry, sentAt time.Time) {
+	l.row, l.token, l.ttl, l.entry = row, row.LeaseToken, ttl, entry
+	l.lastSent, l.deadline = sentAt, leaseDeadline(sentAt, ttl)
+}
+
+// leaseDeadline is the local deadline of a lease of ttl claimed or renewed
+// at sentAt.
+func leaseDeadline(sentAt time.Time, ttl time.Duration) time.Time {
+	return sentAt.Add(ttl - ttl/10)
 }
 
 // leaseTTL is the effective lease duration of a claimed job; the claim
@@ -82,7 +95,7 @@ func (l *lease) renewed(sentAt time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastSent = sentAt
-	l.deadline = sentAt.Add(l.ttl - l.ttl/10)
+	l.deadline = leaseDeadline(sentAt, l.ttl)
 }
 
 // startCompleting marks the lease as completed in a user transaction
@@ -179,8 +192,14 @@ func (l *lease) requestCancel() bool {
 // outcomeWritten counts the outcome written, or logs it refused, and ends
 // the lease. It runs on a completer goroutine.
 func (l *lease) outcomeWritten(err error) {
+	l.outcomeDone(err)
+	l.end()
+}
+
+// outcomeDone is outcomeWritten but for the end of the lease, which the
+// caller sees to (end, or endLeases with others).
+func (l *lease) outcomeDone(err error) {
 	c, item := l.core, &l.outcome
-	defer l.end()
 	if err != nil {
 		if IsLeaseLost(err) {
 			c.stats.fencedWrites.Add(1)
@@ -201,6 +220,38 @@ func (l *lease) outcomeWritten(err error) {
 func (l *lease) end() {
 	l.core.leases.remove(l)
 	l.freeSlot()
+}
+
+// endLeases is end for each of ls, with one lock of the lease set per run
+// of leases of one client and one count of freed slots per run of leases
+// of one producer.
+func endLeases(ls []*lease) {
+	for rest := ls; len(rest) > 0; {
+		set, n := rest[0].core.leases, 1
+		for n < len(rest) && rest[n].core.leases == set {
+			n++
+		}
+		set.removeAll(rest[:n])
+		rest = rest[n:]
+	}
+	var (
+		p     *producer
+		freed int
+	)
+	for _, l := range ls {
+		if !l.slotFreed.CompareAndSwap(false, true) {
+			continue
+		}
+		if l.producer != p && freed > 0 {
+			p.jobsDone(freed)
+			freed = 0
+		}
+		p = l.producer
+		freed++
+	}
+	if freed > 0 {
+		p.jobsDone(freed)
+	}
 }
 
 // freeSlot frees the lease's worker slot once, before the lease ends when
@@ -234,21 +285,38 @@ func newLeaseSet() *leaseSet {
 // add adds l and returns the lease it replaces, one this client still held
 // on the same job (nil when none).
 func (s *leaseSet) add(l *lease) (replaced *lease) {
-	_, renewDue := l.times()
+	var r [1]*lease
+	s.addAll([]*lease{l}, r[:])
+	return r[0]
+}
+
+// addAll adds ls, new leases of one claim, under one lock, and sets
+// replaced[i] to the lease ls[i] replaces, one this client still held on
+// the same job (nil when none); replaced is at least as long as ls.
+func (s *leaseSet) addAll(ls []*lease, replaced []*lease) {
+	if len(ls) == 0 {
+		return
+	}
+	// The leases are new: nothing else reads their times yet.
+	renewDue := ls[0].lastSent.Add(ls[0].ttl / 3)
+	for _, l := range ls[1:] {
+		renewDue = earliest(renewDue, l.lastSent.Add(l.ttl/3))
+	}
+	s.wg.Add(len(ls))
 	s.mu.Lock()
-	replaced = s.byID[l.row.ID]
-	s.byID[l.row.ID] = l
+	for i, l := range ls {
+		replaced[i] = s.byID[l.row.ID]
+		s.byID[l.row.ID] = l
+	}
 	kick := s.tickAt.IsZero() || renewDue.Before(s.tickAt)
 	s.mu.Unlock()
-	s.wg.Add(1)
 	if !kick {
-		return replaced
+		return
 	}
 	select {
 	case s.added <- struct{}{}:
 	default:
 	}
-	return replaced
 }
 
 func (s *leaseSet) remove(l *lease) {
@@ -258,6 +326,18 @@ func (s *leaseSet) remove(l *lease) {
 	}
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// removeAll is remove for each of ls, under one lock.
+func (s *leaseSet) removeAll(ls []*lease) {
+	s.mu.Lock()
+	for _, l := range ls {
+		if s.byID[l.row.ID] == l {
+			delete(s.byID, l.row.ID)
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Add(-len(ls))
 }
 
 func (s *leaseSet) get(id, token int64) *lease {

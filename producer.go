@@ -279,9 +279,12 @@ func (p *producer) nextPoll(poll time.Duration) time.Duration {
 }
 
 // jobDone frees a worker and wakes the loop when a backlog remains.
-func (p *producer) jobDone() {
+func (p *producer) jobDone() { p.jobsDone(1) }
+
+// jobsDone frees n workers and wakes the loop when a backlog remains.
+func (p *producer) jobsDone(n int) {
 	p.mu.Lock()
-	p.running--
+	p.running -= n
 	backlog := p.backlog
 	p.mu.Unlock()
 	if backlog {
@@ -463,22 +466,52 @@ func (c *clientCore) startJobs(p *producer, rows []*leasetype.JobRow, sentAt tim
 }
 
 // startCounted is startJobs for rows already counted as running on p.
+//
+// The leases of a chunk of rows are allocated together, added to the lease
+// set under one lock and handed to the handler goroutines together, so
+// that a claim costs one allocation, one lock of the set and one look at
+// the pool per chunk, not per job. A chunk's leases live as long as the
+// longest of its jobs, as the postgres driver's rows do.
 func (c *clientCore) startCounted(p *producer, rows []*leasetype.JobRow, sentAt time.Time) {
 	if len(rows) == 0 {
 		return
 	}
 	c.stats.claimed.Add(int64(len(rows)))
 	work := c.runJob
-	for _, row := range rows {
-		entry := c.workers[row.Kind]
-		l := newLease(row, c.leaseTTL(row, entry), entry, sentAt)
-		l.core, l.producer = c, p
-		if old := c.leases.add(l); old != nil && old.token == l.token {
-			// Another token means the older lease is simply stale, fenced
-			// by the database; the same token means the database forgot it.
-			old.supersede(l)
+	var (
+		started  [handOffChunk]*lease
+		replaced [handOffChunk]*lease
+		// A claim's rows are mostly of one kind: a run of rows of one
+		// kind looks its worker up once.
+		kind  string
+		entry *workerEntry
+	)
+	for len(rows) > 0 {
+		chunk := rows[:min(len(rows), handOffChunk)]
+		rows = rows[len(chunk):]
+		block := make([]lease, len(chunk))
+		ls := started[:len(chunk)]
+		for i, row := range chunk {
+			if row.Kind != kind {
+				kind, entry = row.Kind, c.workers[row.Kind]
+			}
+			l := &block[i]
+			l.init(row, c.leaseTTL(row, entry), entry, sentAt)
+			l.core, l.producer = c, p
+			ls[i] = l
 		}
-		p.handlers.run(l, work)
+		c.leases.addAll(ls, replaced[:])
+		for i, old := range replaced[:len(ls)] {
+			if old != nil && old.token == ls[i].token {
+				// Another token means the older lease is simply stale,
+				// fenced by the database; the same token means the
+				// database forgot it.
+				old.supersede(ls[i])
+			}
+			replaced[i] = nil
+		}
+		p.handlers.runAll(ls, work)
+		clear(ls)
 	}
 }
 
