@@ -438,7 +438,9 @@ type JobFinishParams struct {
 	// the jobs with. An item whose job has another owner writes nothing,
 	// whatever its token.
 	Owner string
-	// Items are the leases to end.
+	// Items are the leases to end. The client reuses the slice and the
+	// params once the call returns: an executor must not keep either
+	// past the call.
 	Items []*JobFinish
 	// TxBound, when > 0 and the executor runs in a caller's transaction,
 	// asks a driver that implements TxBounder to make the database abort
