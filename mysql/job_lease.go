@@ -438,24 +438,25 @@ func idList(ids []int64) string {
 // claim order as the claim's UPDATE leaves them, leased to owner. Every
 // row carries the same database clock.
 func scanClaimed(rows *sql.Rows, owner string) ([]*leasetype.JobRow, error) {
-	var jobs []*leasetype.JobRow
+	var (
+		jobs       []*leasetype.JobRow
+		now, until dbTime
+		policy     text
+	)
+	s := newJobScan([]any{&now, &until, &policy}, true)
+	policy.names = s.names
 	for rows.Next() {
-		var (
-			now, until dbTime
-			policy     string
-		)
-		j, err := scanJob(sqlbackend.LeadScanner{S: rows, Lead: []any{&now, &until, &policy}})
-		if err != nil {
+		if err := s.read(rows); err != nil {
 			return nil, err
 		}
-		j.State = leasetype.JobStateRunning
-		j.Attempt++
-		j.LeaseToken++
-		j.LeaseOwner = owner
-		j.LeasedAt, j.LeaseUntil = now.ptr(), until.ptr()
-		j.HeartbeatAt, j.Heartbeats = nil, 0
-		j.ExpiryPolicy = leasetype.ExpiryPolicy(policy)
-		jobs = append(jobs, j)
+		s.state.s = string(leasetype.JobStateRunning)
+		s.attempt++
+		s.leaseToken++
+		s.leaseOwner.s = owner
+		s.leasedAt, s.leaseUntil = now, until
+		s.heartbeatAt, s.heartbeats = dbTime{}, 0
+		s.expiryPolicy.s = policy.s
+		jobs = append(jobs, s.row())
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
