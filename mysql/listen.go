@@ -84,10 +84,10 @@ var _ driver.Notifier = (*Driver)(nil)
 // server, in one statement that returns at the first bump or after 25
 // checks (wakeupWaitSQLFormat): an idle listener costs four round trips a
 // second, and the statement shows in the server's process list as a query
-// of up to 250 ms (a max_statement_time below that fails it, and the
-// listener with it). On MySQL, which has no anonymous blocks, each check
-// is a read of the table from the client, a scan of its primary key: 100
-// round trips a second. Either way there is at most one round trip every
+// of up to 250 ms. On MySQL, which has no anonymous blocks, and where the
+// server's max_statement_time stops the wait, each check is a read of the
+// table from the client, a scan of its primary key: 100 round trips a
+// second. Either way there is at most one round trip every
 // wakeupInterval, and it reports each bump since the last read.
 //
 // A notice is a hint, one per insert transaction, naming as its sender the
@@ -132,7 +132,10 @@ func listenWakeups(ctx context.Context, q wakeupQuerier, ready func(), fn func(d
 // watchWakeups reports the bumps since rows, read last, with a wait
 // statement (wait) or a read of the table from the client every
 // wakeupInterval, until ctx ends or a read fails. A statement never starts
-// sooner than wakeupInterval after the one before.
+// sooner than wakeupInterval after the one before. A wait that the server
+// stops for its max_statement_time turns the listener to reads from the
+// client: the wait wrote nothing, and the next read reports every bump
+// since rows.
 func watchWakeups(ctx context.Context, q wakeupQuerier, wait bool, rows []sqlbackend.WakeRow, ready func(), fn func(driver.InsertNotice)) error {
 	var watch sqlbackend.WakeWatch
 	watch.Baseline(rows)
@@ -150,6 +153,12 @@ func watchWakeups(ctx context.Context, q wakeupQuerier, wait bool, rows []sqlbac
 		var err error
 		if wait {
 			rows, err = waitWakeups(ctx, q, sum, wakeupWaitChecks)
+			if isStatementTimeout(err) {
+				// The server's max_statement_time is shorter than a wait:
+				// read from the client instead, from the same rows.
+				wait = false
+				rows, err = readWakeups(ctx, q)
+			}
 		} else {
 			rows, err = readWakeups(ctx, q)
 		}
@@ -194,7 +203,7 @@ func readWakeups(ctx context.Context, q wakeupQuerier) ([]sqlbackend.WakeRow, er
 func scanWakeups(ctx context.Context, q wakeupQuerier, query string) ([]sqlbackend.WakeRow, error) {
 	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
-		if isSyntaxError(err) {
+		if isSyntaxError(err) || isStatementTimeout(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("read wake-ups: %w", translateError(err))
@@ -212,6 +221,17 @@ func scanWakeups(ctx context.Context, q wakeupQuerier, query string) ([]sqlbacke
 		return nil, fmt.Errorf("read wake-ups: %w", translateError(err))
 	}
 	return out, nil
+}
+
+// errStatementTimeout is MariaDB's error number for a statement stopped
+// by max_statement_time.
+const errStatementTimeout = 1969
+
+// isStatementTimeout tells whether err is the server stopping a statement
+// at its max_statement_time.
+func isStatementTimeout(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == errStatementTimeout
 }
 
 // isSyntaxError tells whether err is the server's refusal to parse a

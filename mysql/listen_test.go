@@ -110,39 +110,59 @@ func TestListenerWaitsOnTheServer(t *testing.T) {
 }
 
 // refusingBlocks is a server without anonymous blocks, as MySQL is: it
-// answers a syntax error to the wait statement, and counts the reads.
+// answers the error numbered refusal to the wait statements after the
+// first allowed ones, and counts the other reads.
 type refusingBlocks struct {
-	conn  *sql.Conn
-	reads atomic.Int64
+	conn    *sql.Conn
+	refusal uint16
+	allowed int
+	reads   atomic.Int64
 }
 
 // QueryContext implements wakeupQuerier.
 func (r *refusingBlocks) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if strings.HasPrefix(query, "BEGIN NOT ATOMIC") {
-		return nil, &mysqldriver.MySQLError{Number: errSyntax, Message: "anonymous blocks refused by the test"}
+		if r.allowed == 0 {
+			return nil, &mysqldriver.MySQLError{Number: r.refusal, Message: "wait refused by the test"}
+		}
+		r.allowed--
+		return r.conn.QueryContext(ctx, query, args...)
 	}
 	r.reads.Add(1)
 	return r.conn.QueryContext(ctx, query, args...)
 }
 
 // TestListenerReadsWhereTheServerCannotWait: where the server refuses the
-// wait statement (MySQL), the listener reads the wake-up rows from the
-// client every 10 ms and reports an insert all the same.
+// wait statement (MySQL: a syntax error), or stops it at its
+// max_statement_time after the first wait, the listener reads the
+// wake-up rows from the client every 10 ms and reports an insert all the
+// same.
 func TestListenerReadsWhereTheServerCannotWait(t *testing.T) {
 	t.Parallel()
-	d := newTestDriver(t)
-	conn, err := d.DB().Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	q := &refusingBlocks{conn: conn}
-	queues := startListener(t, func(ctx context.Context, ready func(), fn func(driver.InsertNotice)) error {
-		return listenWakeups(ctx, q, ready, fn)
-	})
-	insertAvailable(t, d)
-	awaitQueue(t, queues)
-	if q.reads.Load() < 2 {
-		t.Errorf("%d reads of the wake-up rows, want the baseline and at least one more", q.reads.Load())
+	for name, refusing := range map[string]struct {
+		refusal uint16
+		allowed int
+	}{
+		"syntax":  {refusal: errSyntax},
+		"timeout": {refusal: errStatementTimeout, allowed: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newTestDriver(t)
+			conn, err := d.DB().Conn(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			q := &refusingBlocks{conn: conn, refusal: refusing.refusal, allowed: refusing.allowed}
+			queues := startListener(t, func(ctx context.Context, ready func(), fn func(driver.InsertNotice)) error {
+				return listenWakeups(ctx, q, ready, fn)
+			})
+			insertAvailable(t, d)
+			awaitQueue(t, queues)
+			if q.reads.Load() < 1 {
+				t.Errorf("%d reads of the wake-up rows from the client, want some", q.reads.Load())
+			}
+		})
 	}
 }
