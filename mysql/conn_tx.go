@@ -130,6 +130,20 @@ func (t *connTx) commit(ctx context.Context, last []stmt) error {
 	return nil
 }
 
+// restart undoes what the transaction wrote so far and begins it again
+// with its next statement (beginSQL in front of it). When the ROLLBACK
+// fails the transaction is left begun, for rollback to end it.
+func (t *connTx) restart(ctx context.Context) error {
+	if !t.begun {
+		return nil
+	}
+	if _, err := t.conn.ExecContext(ctx, rollbackSQL); err != nil {
+		return err
+	}
+	t.begun = false
+	return nil
+}
+
 // rollback undoes the transaction, even when ctx is done. When the
 // ROLLBACK fails the transaction may still be open on the connection, which
 // is then closed instead of going back to the pool (or to its lane): the

@@ -214,11 +214,11 @@ func insertJobs(t *testing.T, exec driver.Executor, n int) {
 // TestLeaseRoundTrips: on a reserved connection a claim is three round
 // trips (the exists read, the locking read that begins the transaction,
 // the UPDATE with the COMMIT), a heartbeat and a finish two each, a finish
-// with a claim three (the finish's locking read; its writes with the
-// claim's locking read; the claim's UPDATE with the COMMIT) and a read of
-// attempt rows with a claim two (the read with the locking read; the
-// UPDATE with the COMMIT), whatever the number of jobs; the claimed rows
-// are the stored ones.
+// of completions with a claim two (the completions' UPDATE, their attempt
+// rows and the claim's locking read; the claim's UPDATE with the COMMIT;
+// three before completeHeld) and a read of attempt rows with a claim two
+// (the read with the locking read; the UPDATE with the COMMIT), whatever
+// the number of jobs; the claimed rows are the stored ones.
 func TestLeaseRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -303,7 +303,7 @@ func TestLeaseRoundTrips(t *testing.T) {
 		return err
 	})
 	var along []*leasetype.JobRow
-	trips("finish of 10 with a claim of 10", 3, func() error {
+	trips("finish of 10 with a claim of 10", 2, func() error {
 		written, claimed, err := fc.JobFinishAndClaim(ctx, &driver.JobFinishParams{Owner: "w", Items: completions(jobs[10:])}, claimParams(10))
 		if err == nil && (len(written) != 10 || len(claimed) != 10) {
 			t.Errorf("finished %d jobs and claimed %d, want 10 and 10", len(written), len(claimed))
@@ -325,7 +325,7 @@ func TestLeaseRoundTrips(t *testing.T) {
 		along = append(along, claimed...)
 		return err
 	})
-	trips("finish of 20 with a claim of an empty queue", 3, func() error {
+	trips("finish of 20 with a claim of an empty queue", 2, func() error {
 		written, claimed, err := fc.JobFinishAndClaim(ctx, &driver.JobFinishParams{Owner: "w", Items: completions(along)}, claimParams(20))
 		if err == nil && (len(written) != 20 || len(claimed) != 0) {
 			t.Errorf("finished %d jobs and claimed %d, want 20 and none", len(written), len(claimed))

@@ -47,14 +47,17 @@
 // row is the queue's slot CONNECTION_ID() % 16, and its lock is held until
 // the insert commits, so concurrent inserts into one queue wait for each
 // other only when their connections share a slot. A listening client pins
-// one connection and reads the whole table (at most 16 rows per queue, by
-// primary key) every 10 ms: 100 small reads a second per idle client. It
-// wakes the queues whose rows moved, so jobs inserted by another process
-// start within milliseconds instead of at the next poll. Each notice names
-// the inserting transaction (driver.SenderTracker), so a client skips its
-// own inserts, which it woke itself already. Jobs that become available
-// because their schedule arrives are not inserts: they are found by the
-// poll (leasehold.Config.PollInterval), as on every backend.
+// one connection and checks the whole table (at most 16 rows per queue, by
+// primary key) every 10 ms: on MariaDB in a statement that waits on the
+// server and returns at the first bump or after 250 ms (four round trips a
+// second per idle client), on MySQL by reading it from the client (100
+// small reads a second). It wakes the queues whose rows moved, so jobs
+// inserted by another process start within milliseconds instead of at the
+// next poll. Each notice names the inserting transaction
+// (driver.SenderTracker), so a client skips its own inserts, which it woke
+// itself already. Jobs that become available because their schedule
+// arrives are not inserts: they are found by the poll
+// (leasehold.Config.PollInterval), as on every backend.
 //
 // # What the server and the connection need
 //

@@ -1,6 +1,8 @@
 package mysql
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +142,88 @@ func TestFinishAndClaimReleasesDependents(t *testing.T) {
 				t.Errorf("dependent reads back %v, %v; want running on token %d", got, err, claimed[0].LeaseToken)
 			}
 		})
+	}
+}
+
+// TestFinishMixedBatchWritesExactlyTheHeld: a batch of completions that
+// mixes held leases, a lost one (a stale token) and a job with a
+// dependent is written exactly where the lease is held: JobFinish and
+// JobFinishAndClaim return those IDs in input order, each with one
+// completed attempt row, the lost lease's job stays running without one,
+// and the dependent of the finished parent becomes claimable. It covers
+// the way back from completeHeld, which writes nothing when a lease of the
+// batch is lost or a job has dependents, to the locking path.
+func TestFinishMixedBatchWritesExactlyTheHeld(t *testing.T) {
+	t.Parallel()
+	for name, newDriver := range finishClaimVariants(t) {
+		for _, withClaim := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/claim=%v", name, withClaim), func(t *testing.T) {
+				t.Parallel()
+				ctx := t.Context()
+				exec := newDriver(t).GetExecutor()
+				job := func(dependsOn ...int) *driver.JobInsertParams {
+					return &driver.JobInsertParams{Kind: "k", Queue: "q", Priority: 1, EncodedArgs: []byte(`{}`), Metadata: []byte(`{}`), MaxAttempts: 3, DependsOnIndex: dependsOn}
+				}
+				inserted, err := exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{job(), job(0), job(), job(), job()}})
+				if err != nil {
+					t.Fatalf("insert: %v", err)
+				}
+				parent, child := inserted[0].Job.ID, inserted[1].Job.ID
+				jobs, err := exec.JobClaim(ctx, claimQ(10))
+				if err != nil || len(jobs) != 4 {
+					t.Fatalf("claim = %d jobs, %v; want the parent and three others", len(jobs), err)
+				}
+				byID := map[int64]*leasetype.JobRow{}
+				for _, j := range jobs {
+					byID[j.ID] = j
+				}
+				a, b, c := inserted[2].Job.ID, inserted[3].Job.ID, inserted[4].Job.ID
+				lost := completion(byID[b])
+				lost.Token++
+				items := []*driver.JobFinish{completion(byID[c]), lost, completion(byID[parent]), completion(byID[a])}
+				want := []int64{c, parent, a}
+				var written []int64
+				var claimed []*leasetype.JobRow
+				if withClaim {
+					written, claimed, err = exec.(driver.FinishClaimer).JobFinishAndClaim(ctx, &driver.JobFinishParams{Owner: "w", Items: items}, claimQ(10))
+				} else {
+					written, err = exec.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: items})
+				}
+				if err != nil {
+					t.Fatalf("finish: %v", err)
+				}
+				if !slices.Equal(written, want) {
+					t.Errorf("written %v, want %v (the held leases, in input order)", written, want)
+				}
+				for _, id := range []int64{a, b, c, parent} {
+					got, err := exec.JobGet(ctx, &driver.JobGetParams{ID: id})
+					if err != nil {
+						t.Fatal(err)
+					}
+					attempts, err := exec.JobAttempts(ctx, &driver.JobAttemptsParams{JobID: id})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if id == b {
+						if got.State != leasetype.JobStateRunning || len(attempts) != 0 {
+							t.Errorf("job %d of the lost lease: %s with %d attempt rows, want running with none", id, got.State, len(attempts))
+						}
+						continue
+					}
+					if got.State != leasetype.JobStateCompleted || got.FinalizedAt == nil || len(attempts) != 1 ||
+						attempts[0].Outcome != leasetype.OutcomeCompleted || attempts[0].Token != byID[id].LeaseToken || !attempts[0].FinishedAt.Equal(*got.FinalizedAt) {
+						t.Errorf("job %d: %s finalized %v with attempts %+v, want completed with one completed attempt of token %d finished then", id, got.State, got.FinalizedAt, attempts, byID[id].LeaseToken)
+					}
+				}
+				if !withClaim {
+					if claimed, err = exec.JobClaim(ctx, claimQ(10)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(claimed) != 1 || claimed[0].ID != child {
+					t.Errorf("claimed %d jobs after the finish, want the dependent %d", len(claimed), child)
+				}
+			})
+		}
 	}
 }

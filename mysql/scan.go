@@ -1,10 +1,12 @@
 package mysql
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -157,48 +159,181 @@ const attemptColumns = `job_id, attempt, token, owner, leased_at, lease_until,
 
 // scanJob reads a row selected with jobColumns.
 func scanJob(s sqlbackend.RowScanner) (*leasetype.JobRow, error) {
-	var (
-		j                                   leasetype.JobRow
-		uniqueKey, lastError, leaseOwner    sql.NullString
-		leasedAt, leaseUntil, heartbeatAt   dbTime
-		scheduledAt, createdAt, finalizedAt dbTime
-		cancelRequestedAt                   dbTime
-		stage, stageState                   sql.NullString
-		state, expiryPolicy                 string
-		args, metadata                      []byte
-		flowKey, sequenceKey                sql.NullString
+	return newJobScan(nil, false).scan(s)
+}
+
+// jobScan is what a row of jobColumns is read into on its way to a
+// leasetype.JobRow: every destination in one value, with the Scan
+// arguments that point into it, so that reading a row allocates little
+// more than what the JobRow keeps, and the rows of a result set read with
+// one jobScan (a claim's) share its allocation. Its text columns keep no
+// memory of the driver's: each becomes a string of its own, or, for the
+// columns of few values (kind, queue, state, owner, expiry policy,
+// stage), one of the jobScan's names when it has them.
+type jobScan struct {
+	id, leaseToken                                  int64
+	priority, attempt, maxAttempts, errs, expiries  int
+	heartbeats                                      int
+	leaseTTL                                        time.Duration
+	kind, queue, state, expiryPolicy, leaseOwner    text
+	uniqueKey, lastError, flowKey, sequenceKey      text
+	stage                                           text
+	args, metadata, stageState                      blob
+	leasedAt, leaseUntil, heartbeatAt               dbTime
+	scheduledAt, createdAt, finalizedAt, cancelReqd dbTime
+	names                                           map[string]string
+	dest                                            []any
+}
+
+// maxNames bounds the names a jobScan keeps: past it, values are copied.
+const maxNames = 256
+
+// newJobScan returns a jobScan whose Scan arguments follow lead; with
+// intern, it keeps the values of the columns of few values as names, for
+// a result set of many rows.
+func newJobScan(lead []any, intern bool) *jobScan {
+	s := &jobScan{}
+	if intern {
+		s.names = make(map[string]string)
+		for _, t := range []*text{&s.kind, &s.queue, &s.state, &s.expiryPolicy, &s.leaseOwner, &s.stage} {
+			t.names = s.names
+		}
+	}
+	s.dest = append(slices.Clip(lead),
+		int64Into{&s.id}, &s.kind, &s.queue, &s.state, intInto{&s.priority}, &s.args, &s.metadata, &s.uniqueKey,
+		intInto{&s.attempt}, intInto{&s.maxAttempts}, intInto{&s.errs}, intInto{&s.expiries}, &s.lastError,
+		int64Into{&s.leaseToken}, &s.leaseOwner, &s.leasedAt, &s.leaseUntil, &s.heartbeatAt, intInto{&s.heartbeats},
+		msInto{&s.leaseTTL}, &s.expiryPolicy, &s.scheduledAt, &s.createdAt, &s.finalizedAt,
+		&s.cancelReqd,
+		&s.flowKey, &s.sequenceKey, &s.stage, &s.stageState,
 	)
-	err := s.Scan(
-		int64Into{&j.ID}, &j.Kind, &j.Queue, &state, intInto{&j.Priority}, &args, &metadata, &uniqueKey,
-		intInto{&j.Attempt}, intInto{&j.MaxAttempts}, intInto{&j.Errors}, intInto{&j.Expiries}, &lastError,
-		int64Into{&j.LeaseToken}, &leaseOwner, &leasedAt, &leaseUntil, &heartbeatAt, intInto{&j.Heartbeats},
-		msInto{&j.LeaseTTL}, &expiryPolicy, &scheduledAt, &createdAt, &finalizedAt,
-		&cancelRequestedAt,
-		&flowKey, &sequenceKey, &stage, &stageState,
-	)
-	if err != nil {
+	return s
+}
+
+// scan reads the next row of r into a new JobRow: the lead destinations
+// first, then the job's columns.
+func (s *jobScan) scan(r sqlbackend.RowScanner) (*leasetype.JobRow, error) {
+	if err := s.read(r); err != nil {
 		return nil, err
 	}
-	j.State = leasetype.JobState(state)
-	j.EncodedArgs = args
-	j.Metadata = metadata
-	j.UniqueKey = uniqueKey.String
-	j.LastError = lastError.String
-	j.LeaseOwner = leaseOwner.String
-	j.LeasedAt = leasedAt.ptr()
-	j.LeaseUntil = leaseUntil.ptr()
-	j.HeartbeatAt = heartbeatAt.ptr()
-	j.ExpiryPolicy = leasetype.ExpiryPolicy(expiryPolicy)
-	j.ScheduledAt = scheduledAt.Time
-	j.CreatedAt = createdAt.Time
-	j.FinalizedAt = finalizedAt.ptr()
-	j.CancelRequestedAt = cancelRequestedAt.ptr()
-	j.Key, j.Sequence = flowKey.String, sequenceKey.String
-	j.Stage = stage.String
-	if stageState.Valid {
-		j.StageState = []byte(stageState.String)
+	return s.row(), nil
+}
+
+// read reads the next row of r into s.
+func (s *jobScan) read(r sqlbackend.RowScanner) error {
+	if err := r.Scan(s.dest...); err != nil {
+		return err
 	}
-	return &j, nil
+	for _, t := range []*text{&s.kind, &s.queue, &s.state, &s.expiryPolicy} {
+		if !t.valid {
+			return errors.New("scan job: NULL in a NOT NULL text column")
+		}
+	}
+	return nil
+}
+
+// row returns the JobRow of what s read last. Its time pointers share one
+// allocation; its byte slices are its own.
+func (s *jobScan) row() *leasetype.JobRow {
+	j := &leasetype.JobRow{
+		ID: s.id, Kind: s.kind.s, Queue: s.queue.s, State: leasetype.JobState(s.state.s), Priority: s.priority,
+		EncodedArgs: s.args.b, Metadata: s.metadata.b, UniqueKey: s.uniqueKey.s,
+		Attempt: s.attempt, MaxAttempts: s.maxAttempts, Errors: s.errs, Expiries: s.expiries, LastError: s.lastError.s,
+		LeaseToken: s.leaseToken, LeaseOwner: s.leaseOwner.s, Heartbeats: s.heartbeats,
+		LeaseTTL: s.leaseTTL, ExpiryPolicy: leasetype.ExpiryPolicy(s.expiryPolicy.s),
+		ScheduledAt: s.scheduledAt.Time, CreatedAt: s.createdAt.Time,
+		Key: s.flowKey.s, Sequence: s.sequenceKey.s, Stage: s.stage.s,
+	}
+	if s.stageState.valid {
+		j.StageState = s.stageState.b
+	}
+	times := timePtrs(s.leasedAt, s.leaseUntil, s.heartbeatAt, s.finalizedAt, s.cancelReqd)
+	j.LeasedAt, j.LeaseUntil, j.HeartbeatAt, j.FinalizedAt, j.CancelRequestedAt = times[0], times[1], times[2], times[3], times[4]
+	return j
+}
+
+// timePtrs returns a pointer to each valid time of ts and nil for the
+// others; the times pointed to share one allocation.
+func timePtrs(ts ...dbTime) [5]*time.Time {
+	var out [5]*time.Time
+	n := 0
+	for _, t := range ts {
+		if t.Valid {
+			n++
+		}
+	}
+	if n == 0 {
+		return out
+	}
+	block := make([]time.Time, 0, n)
+	for i, t := range ts[:len(out)] {
+		if t.Valid {
+			block = append(block, t.Time)
+			out[i] = &block[len(block)-1]
+		}
+	}
+	return out
+}
+
+// text scans a text column; NULL reads as "" (not valid). It copies the
+// driver's bytes, or takes the string from names when it has one.
+type text struct {
+	s     string
+	valid bool
+	names map[string]string
+}
+
+// Scan implements sql.Scanner.
+func (t *text) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		t.s, t.valid = "", false
+	case []byte:
+		t.s, t.valid = t.name(v), true
+	case string:
+		t.s, t.valid = v, true
+	default:
+		return fmt.Errorf("scan text: unsupported type %T", src)
+	}
+	return nil
+}
+
+// name returns b as a string: one of names when it has it (and keeps it
+// when there is room), a copy otherwise.
+func (t *text) name(b []byte) string {
+	if t.names == nil {
+		return string(b)
+	}
+	if s, ok := t.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(t.names) < maxNames {
+		t.names[s] = s
+	}
+	return s
+}
+
+// blob scans a binary or JSON column into a copy of its own; NULL reads as
+// nil (not valid).
+type blob struct {
+	b     []byte
+	valid bool
+}
+
+// Scan implements sql.Scanner.
+func (x *blob) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*x = blob{}
+	case []byte:
+		*x = blob{b: bytes.Clone(v), valid: true}
+	case string:
+		*x = blob{b: []byte(v), valid: true}
+	default:
+		return fmt.Errorf("scan bytes: unsupported type %T", src)
+	}
+	return nil
 }
 
 // scanAttempt reads a row selected with attemptColumns.
