@@ -45,7 +45,11 @@ func (c *clientCore) runJob(l *lease) {
 	start := time.Now()
 	err := c.callHandler(ctx, l)
 	l.done.Store(true)
-	c.stats.observeDuration(time.Since(start))
+	took := time.Since(start)
+	c.stats.observeDuration(took)
+	if l.producer != nil {
+		l.producer.observeJob(took)
+	}
 
 	if err != nil && l.cancelRequested.Load() && !l.lost.Load() {
 		// Cancelled from outside: the job ends cancelled, whatever error the

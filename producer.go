@@ -3,6 +3,7 @@ package leasehold
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
@@ -19,6 +20,9 @@ type producer struct {
 	flow       *flowLimits // fleet-wide limits; nil or empty when none
 	wake       chan struct{}
 	handlers   *handlerPool
+	// jobNanos is a moving average of how long the queue's handlers run,
+	// in nanoseconds (observeJob): how long gatherWait may hold a claim.
+	jobNanos atomic.Int64
 
 	mu      sync.Mutex
 	running int
@@ -214,8 +218,8 @@ func (p *producer) claimed(full bool, retryIn time.Duration) {
 // gather more into it, zero when it claims now. It waits only while the
 // queue has a backlog (the last claim was full: the jobs claimed later
 // would wait anyway) and jobs still run, until a quarter of the workers
-// are free or backlogGather has passed since the last claim started.
-// Queues with fleet-wide limits claim as before.
+// are free or gatherFor(the handlers' mean run time) has passed since the
+// last claim started. Queues with fleet-wide limits claim as before.
 func (p *producer) gatherWait(free int, lastClaim time.Time) time.Duration {
 	p.mu.Lock()
 	backlog, running := p.backlog, p.running
@@ -223,7 +227,36 @@ func (p *producer) gatherWait(free int, lastClaim time.Time) time.Duration {
 	if !backlog || running == 0 || free >= max(1, p.maxWorkers/4) || p.flow.limited() {
 		return 0
 	}
-	return max(0, backlogGather-time.Since(lastClaim))
+	return max(0, gatherFor(time.Duration(p.jobNanos.Load()))-time.Since(lastClaim))
+}
+
+// gatherFor is the longest a claim of a queue with a backlog gathers freed
+// workers when its handlers run for meanJob on average: half of that, but
+// at least backlogGather and at most maxBacklogGather. Jobs end at about
+// running/meanJob a second, so within half of meanJob about half of the
+// running workers free up, and the quarter gatherWait waits for comes
+// first whatever the machine's speed; the time bounds the wait when slots
+// free later than their handlers end (outcomes still being written).
+// Where handlers wait on a small pool of the application's, jobs end
+// slowly, and the claims (each a transaction) would otherwise shrink with
+// the rate at which they end.
+func gatherFor(meanJob time.Duration) time.Duration {
+	return min(maxBacklogGather, max(backlogGather, meanJob/2))
+}
+
+// observeJob adds a handler's run time to the queue's moving average
+// (jobNanos), which weighs the last 16 or so jobs most.
+func (p *producer) observeJob(d time.Duration) {
+	for {
+		old := p.jobNanos.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (int64(d)-old)/16
+		}
+		if p.jobNanos.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // claimSize is how many of free workers the loop's next claim may fill.
@@ -262,9 +295,12 @@ func (p *producer) mayOverlap(free int) bool {
 	return free >= minOverlapClaim || !backlog
 }
 
-// backlogGather is the longest a claim of a queue with a backlog gathers
-// freed workers (gatherWait).
-const backlogGather = 10 * time.Millisecond
+// backlogGather and maxBacklogGather bound how long a claim of a queue
+// with a backlog gathers freed workers (gatherFor).
+const (
+	backlogGather    = 10 * time.Millisecond
+	maxBacklogGather = 50 * time.Millisecond
+)
 
 // nextPoll is the wait before the next claim when nothing wakes the loop:
 // the poll interval, or less when a rate window opens sooner, or a limited

@@ -450,3 +450,48 @@ func TestClaimWithoutBacklogLeavesRoom(t *testing.T) {
 		t.Fatalf("claimed %d jobs, want 1", got)
 	}
 }
+
+// TestGatherFollowsJobTime: a claim of a queue with a backlog gathers
+// freed workers for half its handlers' mean run time, within
+// [backlogGather, maxBacklogGather], so that its claims stay about a
+// quarter of the workers large however slowly jobs end; without a backlog,
+// or with a quarter of the workers free, it claims at once.
+func TestGatherFollowsJobTime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ mean, want time.Duration }{
+		{0, backlogGather},
+		{time.Millisecond, backlogGather},
+		{60 * time.Millisecond, 30 * time.Millisecond},
+		{time.Minute, maxBacklogGather},
+	} {
+		if got := gatherFor(tc.mean); got != tc.want {
+			t.Errorf("gatherFor(%v) = %v, want %v", tc.mean, got, tc.want)
+		}
+	}
+
+	p := newProducer("q", 100, nil)
+	for range 200 {
+		p.observeJob(80 * time.Millisecond)
+	}
+	if got := time.Duration(p.jobNanos.Load()); got != 80*time.Millisecond {
+		t.Fatalf("moving average of 80ms jobs = %v", got)
+	}
+	p.add(90)
+	lastClaim := time.Now()
+	if got := p.gatherWait(10, lastClaim); got != 0 {
+		t.Fatalf("without a backlog the claim waits %v, want 0", got)
+	}
+	p.claimed(true, 0)
+	if got := p.gatherWait(10, lastClaim); got <= backlogGather || got > 40*time.Millisecond {
+		t.Fatalf("with a backlog and 80ms jobs the claim waits %v, want more than %v, at most 40ms", got, backlogGather)
+	}
+	if got := p.gatherWait(25, lastClaim); got != 0 {
+		t.Fatalf("with a quarter of the workers free the claim waits %v, want 0", got)
+	}
+	for range 200 {
+		p.observeJob(time.Millisecond)
+	}
+	if got := p.gatherWait(10, lastClaim); got > backlogGather {
+		t.Fatalf("after the jobs got short the claim waits %v, want at most %v", got, backlogGather)
+	}
+}

@@ -20,7 +20,9 @@ echo "--- go test -race"
 # The race detector stays on everywhere. Its pointer checks (checkptr) are
 # turned off: they make the pure-Go SQLite, which is machine-translated C
 # full of pointer arithmetic, about twenty times slower (DEVELOPERS.md).
-go test -race -gcflags=all=-d=checkptr=0 -count=1 -timeout 25m "$@" ./...
+# The timeout is per package: the postgres package runs the conformance
+# suite once per pgx exec mode, about 15 minutes under -race on a slow day.
+go test -race -gcflags=all=-d=checkptr=0 -count=1 -timeout 40m "$@" ./...
 scripts/chaos-smoke.sh  # fault-injection runs and fuzz targets (RELIABILITY.md)
 scripts/chaos-failover.sh  # a Patroni failover under load: sync replication, primary SIGKILLed (~1 min)
 scripts/demo-failover.sh   # the payments demo through the same failover (~40 s)
