@@ -212,12 +212,17 @@ SELECT id FROM finished`
 // server on each call, which cost more server time than the completion
 // itself. A pooler in transaction mode keeps the settings to the
 // transaction too.
-const jobBoundTxSQL = `
-SELECT set_config(s.name, $1::bigint::text, true)
+var jobBoundTxSQL = `SELECT ` + boundTxSettingsSQL(1)
+
+// boundTxSettingsSQL is jobBoundTxSQL after its SELECT, the bound being
+// argument $arg: the set_config call, one row per setting it lowers.
+func boundTxSettingsSQL(arg int) string {
+	return strings.ReplaceAll(`set_config(s.name, $B::bigint::text, true)
 FROM (VALUES ('idle_in_transaction_session_timeout'), ('statement_timeout'), ('transaction_timeout')) AS s(name)
 WHERE current_setting(s.name, true) IS NOT NULL
 	AND (current_setting(s.name, true)::interval <= interval '0'
-		OR current_setting(s.name, true)::interval > $1::bigint * interval '1 millisecond')`
+		OR current_setting(s.name, true)::interval > $B::bigint * interval '1 millisecond')`, "$B", fmt.Sprintf("$%d", arg))
+}
 
 // jobExpireSQL reclaims up to $1 running jobs whose lease expired. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
@@ -428,10 +433,9 @@ func boundedFinish(query string, arg int) string {
 	if !strings.HasPrefix(strings.TrimSpace(query), finishClockSQL) {
 		panic("postgres: the outcome statement does not start with its clock")
 	}
-	bound := strings.ReplaceAll(jobBoundTxSQL, "$1", fmt.Sprintf("$%d", arg))
-	bound = strings.Replace(bound, "SELECT set_config(", "SELECT count(set_config(", 1)
-	bound = strings.Replace(bound, "::text, true)", "::text, true))", 1)
-	clock := `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now, (` + bound + `) AS fin_bounds)`
+	// count() folds the settings' rows into the clock's one row.
+	clock := `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now,
+	(SELECT count(*) FROM (SELECT ` + boundTxSettingsSQL(arg) + `) AS bounds) AS fin_bounds)`
 	return strings.Replace(query, finishClockSQL, clock, 1)
 }
 
