@@ -259,42 +259,6 @@ func (p *producer) observeJob(d time.Duration) {
 	}
 }
 
-// claimSize is how many of free workers the loop's next claim may fill.
-// While the queue has a backlog (its last claim was full), all of them:
-// one large claim costs the database less per job than two. Otherwise
-// half, rounded up: jobs arrive one at a time, a claim returns far fewer
-// than it may, and the other half lets a job inserted while the claim runs
-// start in a second claim at once (mayOverlap) instead of after the first
-// returns. A claim that fills its half sets the backlog, and the claims
-// after it take every free worker. Queues with fleet-wide limits claim
-// one at a time with every free worker.
-func (p *producer) claimSize(free int) int {
-	p.mu.Lock()
-	backlog := p.backlog
-	p.mu.Unlock()
-	if backlog || free < 2 || p.flow.limited() {
-		return free
-	}
-	return (free + 1) / 2
-}
-
-// mayOverlap tells whether a claim of free workers may start while
-// another of the loop's claims is in flight: with a backlog, when at least
-// minOverlapClaim workers are free (a backlog would otherwise wait on one
-// database process while the others idle); without one, always (the jobs
-// arriving one at a time need not wait for the claim in flight, which
-// left half the workers free for them: claimSize). Never for queues with
-// fleet-wide limits.
-func (p *producer) mayOverlap(free int) bool {
-	if p.flow.limited() {
-		return false
-	}
-	p.mu.Lock()
-	backlog := p.backlog
-	p.mu.Unlock()
-	return free >= minOverlapClaim || !backlog
-}
-
 // backlogGather and maxBacklogGather bound how long a claim of a queue
 // with a backlog gathers freed workers (gatherFor).
 const (
@@ -399,8 +363,8 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			}
 		}
 		switch {
-		case free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && p.mayOverlap(free)):
-			limit := p.claimSize(free)
+		case free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()):
+			limit := free
 			inFlight++
 			lastClaim = time.Now()
 			p.reserve(limit)
