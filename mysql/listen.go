@@ -3,14 +3,11 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/leasehold/leasehold/driver"
 	"github.com/leasehold/leasehold/internal/sqlbackend"
@@ -221,24 +218,6 @@ func scanWakeups(ctx context.Context, q wakeupQuerier, query string) ([]sqlbacke
 		return nil, fmt.Errorf("read wake-ups: %w", translateError(err))
 	}
 	return out, nil
-}
-
-// errStatementTimeout is MariaDB's error number for a statement stopped
-// by max_statement_time.
-const errStatementTimeout = 1969
-
-// isStatementTimeout tells whether err is the server stopping a statement
-// at its max_statement_time.
-func isStatementTimeout(err error) bool {
-	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && me.Number == errStatementTimeout
-}
-
-// isSyntaxError tells whether err is the server's refusal to parse a
-// statement.
-func isSyntaxError(err error) bool {
-	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && me.Number == errSyntax
 }
 
 // wakeSender returns the sender of an insert on e: nil (sender 0, nothing
