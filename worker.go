@@ -2,11 +2,11 @@ package leasehold
 
 import (
 	"context"
-	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"time"
+	"unsafe"
 
 	"github.com/leasehold/leasehold/leasetype"
 )
@@ -148,6 +148,7 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 		return fmt.Errorf("%w: worker %q: %w", ErrInvalidConfig, kind, err)
 	}
 	skipTrivial := decodesTriviallyToZero[T]()
+	flat := newArgsDecoder(reflect.TypeFor[T]())
 	workers.byKind[kind] = &workerEntry{
 		kind:       kind,
 		opts:       o,
@@ -159,6 +160,13 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 			job := &Job[T]{JobRow: row}
 			if skipTrivial && isTrivialArgs(row.EncodedArgs) {
 				return w.Work(ctx, job)
+			}
+			if flat != nil {
+				if flat.decode(row.EncodedArgs, unsafe.Pointer(&job.Args)) {
+					return w.Work(ctx, job)
+				}
+				var zero T
+				job.Args = zero
 			}
 			if err := json.Unmarshal(row.EncodedArgs, &job.Args); err != nil {
 				return &errDecode{err: err}
@@ -177,15 +185,7 @@ func AddWorkerSafely[T JobArgs](workers *Workers, w Worker[T], opts *WorkerOpts)
 // arguments the decoding was a tenth of the client's CPU per job.
 func decodesTriviallyToZero[T any]() bool {
 	t := reflect.TypeFor[T]()
-	if t.Kind() != reflect.Struct {
-		return false
-	}
-	for _, hook := range []reflect.Type{reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()} {
-		if t.Implements(hook) || reflect.PointerTo(t).Implements(hook) {
-			return false
-		}
-	}
-	return true
+	return t.Kind() == reflect.Struct && !hasDecodeHook(t)
 }
 
 // isTrivialArgs reports whether encoded is exactly {} or null, which decode

@@ -172,7 +172,8 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 	}
 	defer conn.Release()
 	for name, sql := range map[string]string{"complete": jobCompleteSQL, "finish": jobFinishSQL, "heartbeat": jobHeartbeatSQL,
-		"complete_bounded": boundedFinishSQL[jobCompleteSQL], "finish_bounded": boundedFinishSQL[jobFinishSQL]} {
+		"complete_bounded": boundedFinishSQL[jobCompleteSQL], "finish_bounded": boundedFinishSQL[jobFinishSQL],
+		"complete_one": jobCompleteOneSQL, "complete_one_bounded": boundedFinishSQL[jobCompleteOneSQL]} {
 		if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+sql); err != nil {
 			t.Fatalf("prepare %s: %v", name, err)
 		}
@@ -182,12 +183,14 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 			t.Fatalf("set plan_cache_mode: %v", err)
 		}
 		for name, args := range map[string]string{
-			"complete":  `'{1,2,3}', '{1,1,1}', 'w'`,
-			"heartbeat": `'{1,2,3}', '{1,1,1}', '{30000,30000,30000}', 'w'`,
-			"finish":    `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}', 'w'`,
+			"complete":     `'{1,2,3}', '{1,1,1}', 'w'`,
+			"complete_one": `1, 1, 'w'`,
+			"heartbeat":    `'{1,2,3}', '{1,1,1}', '{30000,30000,30000}', 'w'`,
+			"finish":       `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}', 'w'`,
 			// EXPLAIN without ANALYZE runs nothing: no bound is set.
-			"complete_bounded": `'{1,2,3}', '{1,1,1}', 'w', 30000`,
-			"finish_bounded":   `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}', 'w', 30000`,
+			"complete_bounded":     `'{1,2,3}', '{1,1,1}', 'w', 30000`,
+			"complete_one_bounded": `1, 1, 'w', 30000`,
+			"finish_bounded":       `'{1,2,3}', '{1,1,1}', '{completed,completed,retryable}', '{completed,completed,failed}', '{NULL,NULL,NULL}', '{"","",boom}', '{f,f,t}', 'w', 30000`,
 		} {
 			plan := explain(t, conn, "EXPLAIN EXECUTE "+name+"("+args+")")
 			if scan := unboundedJobScan(plan); scan != "" {

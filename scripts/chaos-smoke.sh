@@ -30,6 +30,7 @@ echo "--- fuzz ($fuzztime each)"
 for target in \
 	".:FuzzInsertNames" \
 	".:FuzzJobArgsDecode" \
+	".:FuzzArgsDecoder" \
 	"./cmd/leasehold:FuzzEnqueueFlags" \
 	"./dashboard:FuzzDashboardRequests"; do
 	pkg="${target%%:*}"

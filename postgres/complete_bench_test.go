@@ -1,0 +1,136 @@
+package postgres
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/driver"
+)
+
+// BenchmarkCompleteOne measures the completion of one lease in a caller's
+// transaction with its bound, as CompleteTx sends it, in three forms:
+// the one-lease statement (jobCompleteOneSQL), the batch statement given a
+// batch of one (jobCompleteSQL), and for reference a bare update of the
+// job row (fenced on token and lease, no owner check, no attempt row, no
+// bound). Each iteration runs one transaction (BEGIN, the completion,
+// COMMIT) of every form in turn on one connection, so that the machine's
+// drift falls on all of them alike. Per form it reports the statement's
+// time from call to return and, when the server runs on this machine and
+// its /proc is readable, the server backend's CPU per transaction
+// (/proc/PID/schedstat, in nanoseconds):
+//
+//	go test -run '^$' -bench CompleteOne -benchtime 3000x -count 3 ./postgres
+func BenchmarkCompleteOne(b *testing.B) {
+	forms := []struct {
+		name string
+		sql  string
+		args func(id, token int64) []any
+	}{
+		{"one-lease", boundedFinishSQL[jobCompleteOneSQL], func(id, token int64) []any {
+			return []any{id, token, "w", int64(30000)}
+		}},
+		{"batch-of-one", boundedFinishSQL[jobCompleteSQL], func(id, token int64) []any {
+			return []any{[]int64{id}, []int64{token}, "w", int64(30000)}
+		}},
+		{"bare-update", `UPDATE leasehold_job SET state = 'completed', finalized_at = now()
+			WHERE id = $1 AND lease_token = $2 AND state = 'running' AND lease_until > now() RETURNING id`,
+			func(id, token int64) []any { return []any{id, token} }},
+	}
+	ctx := b.Context()
+	d := newTestDriver(b)
+	leases := claimForBench(b, d, b.N*len(forms))
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	var pid int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	_, cpuOK := backendCPU(pid)
+	stmt := make([]time.Duration, len(forms))
+	cpu := make([]time.Duration, len(forms))
+	b.ResetTimer()
+	for i := range b.N {
+		for f, form := range forms {
+			l := leases[i*len(forms)+f]
+			cpu0, _ := backendCPU(pid)
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			rows, err := tx.Query(ctx, form.sql, form.args(l.ID, l.Token)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids, err := scanIDs(rows)
+			if err != nil || len(ids) != 1 {
+				b.Fatalf("%s: complete job %d: %v, %d rows written; want 1", form.name, l.ID, err, len(ids))
+			}
+			stmt[f] += time.Since(start)
+			if err := tx.Commit(ctx); err != nil {
+				b.Fatal(err)
+			}
+			cpu1, _ := backendCPU(pid)
+			cpu[f] += cpu1 - cpu0
+		}
+	}
+	b.StopTimer()
+	for f, form := range forms {
+		b.ReportMetric(float64(stmt[f].Nanoseconds())/float64(b.N), form.name+"-stmt-ns/op")
+		if cpuOK {
+			b.ReportMetric(float64(cpu[f].Nanoseconds())/float64(b.N), form.name+"-server-cpu-ns/op")
+		}
+	}
+}
+
+// claimForBench inserts n jobs into queue q and claims them as owner w.
+func claimForBench(b *testing.B, d *Driver, n int) []driver.LeaseRef {
+	b.Helper()
+	ctx := b.Context()
+	exec := d.GetExecutor()
+	params := make([]*driver.JobInsertParams, n)
+	for i := range params {
+		params[i] = testJob("q")
+	}
+	if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: params}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		b.Fatal(err)
+	}
+	leases := make([]driver.LeaseRef, 0, n)
+	for len(leases) < n {
+		got, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 1000, Owner: "w", DefaultLeaseTTL: time.Hour})
+		if err != nil || len(got) == 0 {
+			b.Fatalf("claim: %d jobs, %v", len(got), err)
+		}
+		for _, j := range got {
+			leases = append(leases, driver.LeaseRef{ID: j.ID, Token: j.LeaseToken})
+		}
+	}
+	return leases
+}
+
+// backendCPU is the CPU time of the server process pid so far, from
+// /proc/PID/schedstat (false where it cannot be read: a server elsewhere).
+func backendCPU(pid int) (time.Duration, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ns), true
+}
