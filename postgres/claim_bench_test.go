@@ -21,16 +21,7 @@ func BenchmarkClaim(b *testing.B) {
 			ctx := b.Context()
 			d := newTestDriver(b)
 			exec := d.GetExecutor().(*executor)
-			params := make([]*driver.JobInsertParams, b.N*10+100)
-			for i := range params {
-				params[i] = testJob("q")
-			}
-			if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: params}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
-				b.Fatal(err)
-			}
+			insertForBench(b, d, b.N*10+100)
 			claim := &driver.JobClaimParams{Queue: "q", Max: 10, Owner: "w", DefaultLeaseTTL: time.Hour}
 			b.ResetTimer()
 			for range b.N {

@@ -101,21 +101,27 @@ WHERE id = $1 AND lease_token = $2 AND lease_owner = $3
 	AND state = 'running' AND lease_until > clock.fin_now
 RETURNING id`
 
+// insertForBench inserts n jobs into queue q and analyzes the job table.
+func insertForBench(b *testing.B, d *Driver, n int) {
+	b.Helper()
+	params := make([]*driver.JobInsertParams, n)
+	for i := range params {
+		params[i] = testJob("q")
+	}
+	if _, err := d.GetExecutor().JobInsertFast(b.Context(), &driver.JobInsertFastParams{Jobs: params}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := d.Pool().Exec(b.Context(), "ANALYZE leasehold_job"); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // claimForBench inserts n jobs into queue q and claims them as owner w.
 func claimForBench(b *testing.B, d *Driver, n int) []driver.LeaseRef {
 	b.Helper()
 	ctx := b.Context()
 	exec := d.GetExecutor()
-	params := make([]*driver.JobInsertParams, n)
-	for i := range params {
-		params[i] = testJob("q")
-	}
-	if _, err := exec.JobInsertFast(ctx, &driver.JobInsertFastParams{Jobs: params}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
-		b.Fatal(err)
-	}
+	insertForBench(b, d, n)
 	leases := make([]driver.LeaseRef, 0, n)
 	for len(leases) < n {
 		got, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 1000, Owner: "w", DefaultLeaseTTL: time.Hour})
