@@ -74,6 +74,7 @@ type options struct {
 	cpuprofile   string
 	memprofile   string
 	sqliteDir    string
+	dropIndexes  []string
 	schemaPrefix string
 	backend      string
 	pool         int
@@ -115,6 +116,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run here; samples carry an engine label (go tool pprof -tagfocus engine=leasehold)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the run here (go tool pprof -sample_index=alloc_space: what the run allocated)")
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "sqlite: directory for the database files (default a temporary directory)")
+	dropIndexes := fs.String("drop-index", "", "sqlite: comma-separated indexes of leasehold's schema to drop after migrating, to measure what their upkeep costs (an experiment: queries that need them get slower)")
 	fs.StringVar(&o.schemaPrefix, "schema-prefix", "bench", "Postgres schemas are <prefix>_raw, <prefix>_leasehold and <prefix>_river; MySQL databases leasehold_<prefix>_raw and leasehold_<prefix>_leasehold")
 	fs.StringVar(&o.backend, "backend", "postgres", "drain and latency: postgres, or mysql (MySQL/MariaDB at LEASEHOLD_TEST_MYSQL_URL; engines raw and leasehold, River has no MySQL driver); latency also sqlite")
 	fs.IntVar(&o.pool, "pool", 0, "payments: connections in every engine's pool (20); leasehold also opens its 3 reserved connections (Config.ReservedConns)")
@@ -136,6 +138,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *engines != "" {
 		o.engines = strings.Split(*engines, ",")
+	}
+	if *dropIndexes != "" {
+		if o.mode != "sqlite" {
+			return fmt.Errorf("-drop-index: only the sqlite mode")
+		}
+		o.dropIndexes = strings.Split(*dropIndexes, ",")
 	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)

@@ -25,7 +25,7 @@ func runSQLite(ctx context.Context, o *options, out io.Writer) error {
 	}
 	var engines []engine
 	for _, n := range names {
-		e, closeDB, err := sqliteEngine(ctx, dir, n, engineSpec{workers: o.workers}, newHooks())
+		e, closeDB, err := sqliteEngine(ctx, dir, n, engineSpec{workers: o.workers, dropIndexes: o.dropIndexes}, newHooks())
 		if err != nil {
 			return err
 		}
