@@ -70,11 +70,15 @@ func (p *perKey) maxPeak() int {
 
 // runningByKey samples the database: running jobs with a live lease, per key.
 func runningByKey(ctx context.Context, exec driver.Executor) (map[string]int, error) {
-	now, err := exec.Now(ctx)
+	rows, err := exec.JobList(ctx, &driver.JobListParams{States: []leasetype.JobState{leasetype.JobStateRunning}, Limit: 10000})
 	if err != nil {
 		return nil, err
 	}
-	rows, err := exec.JobList(ctx, &driver.JobListParams{States: []leasetype.JobState{leasetype.JobStateRunning}, Limit: 10000})
+	// The clock is read after the rows: every lease counted was taken
+	// before the rows were read and still live after, so they were all live
+	// at once. Read before, it counted a lease that expired in between as
+	// live beside the claim that rightly took its slot.
+	now, err := exec.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
