@@ -22,7 +22,7 @@ import (
 // cancelled. Its state list is the predicate of the claim indexes, which
 // INDEXED BY requires.
 const jobClaimableSQL = `j.state IN ('available', 'scheduled', 'retryable')
-		AND j.queue = ?1 AND j.scheduled_at <= ?6
+		AND j.queue = ?1 AND +j.scheduled_at <= ?6
 		AND (json_array_length(?3) = 0 OR j.kind IN (SELECT value FROM json_each(?3)))
 		AND j.kind NOT IN (SELECT value FROM json_each(?4))
 		AND (j.sequence_key IS NULL OR NOT EXISTS (
@@ -134,11 +134,16 @@ pool(flow_key, id, priority, scheduled_at, key_rank, cap, queue_running) AS (
 	UNION ALL
 	SELECT pl.flow_key, j.id, j.priority, j.scheduled_at, pl.key_rank + 1, pl.cap, pl.queue_running
 	FROM pool pl CROSS JOIN leasehold_job j
-	WHERE pl.key_rank < pl.cap AND j.id = (
-		SELECT j.id FROM leasehold_job j INDEXED BY leasehold_job_key_claim_idx
-		WHERE j.flow_key IS pl.flow_key AND (j.priority, j.scheduled_at, j.id) > (pl.priority, pl.scheduled_at, pl.id)
+	WHERE pl.key_rank < pl.cap AND j.id = CASE WHEN pl.flow_key IS NULL THEN (
+		SELECT j.id FROM leasehold_job j INDEXED BY leasehold_job_claim_idx
+		WHERE (j.flow_key IS NOT NULL) = 0 AND (j.priority, j.scheduled_at, j.id) > (pl.priority, pl.scheduled_at, pl.id)
 			AND ` + jobClaimableSQL + `
 		ORDER BY j.priority, j.scheduled_at, j.id LIMIT 1)
+	ELSE (
+		SELECT j.id FROM leasehold_job j INDEXED BY leasehold_job_key_claim_idx
+		WHERE j.flow_key = pl.flow_key AND (j.priority, j.scheduled_at, j.id) > (pl.priority, pl.scheduled_at, pl.id)
+			AND ` + jobClaimableSQL + `
+		ORDER BY j.priority, j.scheduled_at, j.id LIMIT 1) END
 ),
 picked AS (
 	SELECT id FROM pool WHERE key_rank > 0
@@ -154,11 +159,15 @@ FROM (SELECT 1) AS one LEFT JOIN picked pk ON true`
 // Its parameters are jobClaimKeyedSQL's ?1 to ?6; it returns no cursor
 // (NULL) and the picked IDs.
 const jobClaimSequencedSQL = `
-SELECT NULL, j.id FROM leasehold_job j INDEXED BY leasehold_job_claim_idx
-WHERE ` + jobClaimableSQL + `
-	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?1 AND q.paused_at IS NOT NULL)
-ORDER BY j.priority, j.scheduled_at, j.id
-LIMIT ?2`
+SELECT NULL, id FROM (
+	SELECT j.id, j.priority, j.scheduled_at FROM leasehold_job j INDEXED BY leasehold_job_claim_idx
+	WHERE (j.flow_key IS NOT NULL) = 0 AND ` + jobClaimableSQL + `
+	UNION ALL
+	SELECT j.id, j.priority, j.scheduled_at FROM leasehold_job j INDEXED BY leasehold_job_claim_idx
+	WHERE (j.flow_key IS NOT NULL) = 1 AND ` + jobClaimableSQL + `
+	ORDER BY priority, scheduled_at, id
+	LIMIT ?2)
+WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?1 AND q.paused_at IS NOT NULL)`
 
 // jobClaimPickedSQL leases the picked jobs, the JSON array of IDs ?6, that
 // are still claimable, at ?5 (the clock jobClaimKeyedSQL used): ?1 owner,

@@ -17,14 +17,13 @@ import (
 // finalizedStates get finalized_at: the final states and stuck.
 const finalizedStates = `('completed', 'discarded', 'cancelled', 'stuck')`
 
-// claimUpdate starts the claim statements, up to the inner query's filters:
-// it leases up to ?6 claimable jobs of queue ?5 in one statement; SQLite has
-// one writer, so no other claimer can see the same rows. ?1 owner, ?2 JSON
+// claimUpdate starts the claim statements, up to their picks: it leases
+// up to ?6 claimable jobs of queue ?5 in one statement; SQLite has one
+// writer, so no other claimer can see the same rows. ?1 owner, ?2 JSON
 // object of lease TTLs in ms by kind, ?3 default TTL in ms, ?4 JSON array of
 // the kinds whose expiry policy is stuck, ?7 the database clock read in the
 // claim's transaction: SQLite evaluates nowExpr again for every row, which
-// made up about 40% of a large claim's cost. The inner query's state list
-// matches the partial claim index.
+// made up about 40% of a large claim's cost.
 const claimUpdate = `UPDATE leasehold_job
 SET state = 'running',
 	attempt = attempt + 1,
@@ -40,20 +39,41 @@ SET state = 'running',
 	expiry_policy = CASE
 		WHEN leasehold_job.kind IN (SELECT s.value FROM json_each(?4) AS s) THEN 'stuck'
 		ELSE 'retry' END
-WHERE id IN (
-	SELECT id FROM leasehold_job
-	WHERE state IN ('available', 'scheduled', 'retryable')
-		AND queue = ?5 AND scheduled_at <= ?7
-		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?5 AND q.paused_at IS NOT NULL)`
+WHERE id IN `
 
-// claimOrder ends the claim statements. They return only the columns the
-// claim sets (scanClaim); the rest of each row is read after the write
-// transaction (jobsByIDSQL), so that the write lock, which every writer of
-// the database waits for, is not held while the rows are sent and scanned.
-const claimOrder = `
-	ORDER BY priority, scheduled_at, id
-	LIMIT ?6)
+// claimGroupSQL is one group of queue ?5's claimable jobs in
+// leasehold_job_claim_idx (schema version 11), scheduled by ?7's clock,
+// with the extra filter: group 0, the jobs without a key, or 1, those with
+// one. Its state list is the index's predicate, which INDEXED BY requires.
+// The unary + on scheduled_at keeps the planner on the group's range in
+// claim order: statistics taken on a backlog of one queue (ANALYZE, PRAGMA
+// optimize) made it skip-scan the whole index on scheduled_at and sort.
+func claimGroupSQL(group, filter string) string {
+	return `SELECT id, priority, scheduled_at FROM leasehold_job INDEXED BY leasehold_job_claim_idx
+		WHERE state IN ('available', 'scheduled', 'retryable')
+			AND queue = ?5 AND (flow_key IS NOT NULL) = ` + group + ` AND +scheduled_at <= ?7` + filter
+}
+
+// claimSQL is a plain claim with the extra filter of its inner queries:
+// its picks are the first ?6 jobs in claim order of the queue's two groups,
+// merged (SQLite merges a compound SELECT's ordered arms, each read in the
+// index's order, so it reads no more entries than it returns, plus one per
+// group, and sorts nothing), none when the queue is paused. The statement
+// returns only the columns the claim sets (scanClaim); the rest of each row
+// is read after the write transaction (jobsByIDSQL), so that the write
+// lock, which every writer of the database waits for, is not held while
+// the rows are sent and scanned.
+func claimSQL(filter string) string {
+	return claimUpdate + `(
+	SELECT id FROM (
+		` + claimGroupSQL("0", filter) + `
+		UNION ALL
+		` + claimGroupSQL("1", filter) + `
+		ORDER BY priority, scheduled_at, id
+		LIMIT ?6)
+	WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?5 AND q.paused_at IS NOT NULL))
 RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until, expiry_policy`
+}
 
 // jobsByIDSQL reads the jobs of ?1, a JSON array of IDs.
 const jobsByIDSQL = `SELECT ` + jobColumns + `
@@ -63,7 +83,7 @@ WHERE id IN (SELECT value FROM json_each(?1))`
 // jobClaimSQL is the plain claim, every kind of the queue. It is kept
 // apart from jobClaimKindsSQL so that the common claim carries no kind
 // filter at all.
-const jobClaimSQL = claimUpdate + claimOrder
+var jobClaimSQL = claimSQL("")
 
 // claimKindFilter restricts a claim to the kinds of the JSON array ?8 (when
 // not empty) and never takes those of ?9. The unary + keeps the planner on
@@ -75,7 +95,7 @@ const claimKindFilter = `
 
 // jobClaimKindsSQL is the claim of JobClaimParams with Kinds or
 // ExcludeKinds: jobClaimSQL with claimKindFilter.
-const jobClaimKindsSQL = claimUpdate + claimKindFilter + claimOrder
+var jobClaimKindsSQL = claimSQL(claimKindFilter)
 
 // jobHeartbeatSQL renews the leases in ?1, a JSON array of
 // {"id", "token", "ttl_ms"}, whose token matches, whose lease owner is ?2,
@@ -235,10 +255,13 @@ FROM leasehold_job
 WHERE id IN (SELECT value FROM json_each(?1))`
 
 // claimableWhere selects the claimable jobs of queue ?1 for the existence
-// checks below.
-const claimableWhere = `
+// checks below, on the claim index: statistics taken on a backlog (one
+// queue, one state) made the planner scan the table instead, through every
+// finished job kept in it, a few milliseconds per check. The unary + is
+// claimGroupSQL's.
+const claimableWhere = ` INDEXED BY leasehold_job_claim_idx
 WHERE state IN ('available', 'scheduled', 'retryable')
-	AND queue = ?1 AND scheduled_at <= ` + nowExpr + `
+	AND queue = ?1 AND +scheduled_at <= ` + nowExpr + `
 	AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?1 AND q.paused_at IS NOT NULL)`
 
 // jobClaimableExistsSQL tells whether queue ?1 has a claimable job, so an
