@@ -1,10 +1,10 @@
--- Leasehold schema, version 11: one claim index entry per job without a
--- key, not two.
+-- Leasehold schema, version 11: fewer index entries per job on the success
+-- path, all written under the write lock that every writer of the database
+-- waits for.
 --
 -- Version 10's keyed claim index held every claimable job, keyed or not,
 -- beside the claim index: each insert, retry and claim of any job wrote
--- an entry into both, under the write lock that every writer of the
--- database waits for. Now:
+-- an entry into both. Now:
 --   leasehold_job_claim_idx      every claimable job, in two groups per
 --                                queue, those without a key (0) and
 --                                those with one (1), each in claim order
@@ -16,6 +16,12 @@
 -- reads the jobs of the other group. A job without a key now has one
 -- claim index entry; a job with a key has two, as before.
 --
+-- leasehold_job_running_idx (id) held the running jobs, which
+-- leasehold_job_state_queue_idx (state, queue) holds too, in (queue, id)
+-- order under state 'running': the readers (the expiry sweep and check,
+-- the running counts per queue) read that range instead. A claim and a
+-- completion each wrote an entry into both.
+--
 -- Binaries that know version 10 name these indexes in INDEXED BY with
 -- queries the new definitions do not serve, so this migration declares
 -- no compatibility: stop them before migrating.
@@ -26,3 +32,5 @@ CREATE INDEX leasehold_job_claim_idx ON leasehold_job (queue, (flow_key IS NOT N
 DROP INDEX leasehold_job_key_claim_idx;
 CREATE INDEX leasehold_job_key_claim_idx ON leasehold_job (queue, flow_key, priority, scheduled_at, id)
     WHERE flow_key IS NOT NULL AND state IN ('available', 'scheduled', 'retryable');
+
+DROP INDEX leasehold_job_running_idx;
