@@ -520,7 +520,7 @@ or an index old code never reads can declare the version before it; a
 change old queries would trip on must not). The migrator records the
 declaration in leasehold_migration with the migration, so an old binary,
 which has never seen the file, can read it. Migrations without the header
-(every migration so far) require a binary that knows them: upgrade by
+require a binary that knows them: upgrade by
 running the new binary's `migrate up`, then replacing the old replicas;
 old replicas that restart in between refuse to start with ErrSchemaTooNew
 rather than run against a schema they do not know. `leasehold migrate

@@ -62,7 +62,8 @@ func TestQueryPlans(t *testing.T) {
 // range of the queue in claim order, merging its two groups. Such
 // statistics once made the planner scan the table for the existence check
 // (through every finished job) and skip-scan the claim index on
-// scheduled_at and sort it (reading the whole backlog) for the claim.
+// scheduled_at and sort it (reading the whole backlog) for the claim. The
+// maintenance statements and the batch writes never scan the table.
 func TestClaimPlansAfterAnalyze(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -108,6 +109,24 @@ func TestClaimPlansAfterAnalyze(t *testing.T) {
 			if strings.Contains(plan, bad) {
 				t.Errorf("%s: plan has %q:\n%s", tc.name, strings.TrimSpace(bad), plan)
 			}
+		}
+	}
+	for _, tc := range []struct {
+		name, query string
+		args        []any
+	}{
+		{"expire", jobExpireSQL, []any{10, 5, now}},
+		{"expired", jobExpiredExistsSQL, nil},
+		{"running by queue", jobCountRunningQueueSQL, []any{"q"}},
+		{"running by kind", jobCountRunningKindsSQL, []any{`["email"]`}},
+		{"cancel requested", jobCancelRequestedSQL, []any{"o"}},
+		{"backlog", queueBacklogSQL, nil},
+		{"by state", jobCountByStateSQL, nil},
+		{"heartbeat", jobHeartbeatSQL, []any{"[]", "o", now}},
+		{"finish", jobFinishSQL, []any{"[]", now, "o"}},
+	} {
+		if plan := queryPlan(t, d, tc.query, tc.args...); strings.Contains(plan, "SCAN leasehold_job\n") {
+			t.Errorf("%s: plan scans the job table:\n%s", tc.name, plan)
 		}
 	}
 }
