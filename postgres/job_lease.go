@@ -107,6 +107,16 @@ WHERE id = t.hb_id
 		AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
 RETURNING id`
 
+// attemptInsert starts the insert of the attempt rows of ended leases: the
+// lease's columns, which the job row holds (leaseColumns, in this order),
+// then finished_at, outcome and error.
+const attemptInsert = `INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+	last_heartbeat_at, heartbeats, finished_at, outcome, error)`
+
+// leaseColumns are the job row's columns of its lease, in the order of
+// attemptInsert's first columns.
+const leaseColumns = `id, attempt, lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats`
+
 // jobFinishSQL ends the leases given as parallel arrays, held by lease
 // owner $8, and appends their attempt rows in the same statement. It reads clock_timestamp(), not now():
 // it may run late in a long user transaction (CompleteTx), where now() is the
@@ -151,18 +161,15 @@ finished AS (
 		AND lease_until > clock.fin_now
 		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
 			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
-	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, clock.fin_now,
+	RETURNING ` + leaseColumns + `, clock.fin_now,
 		-- state is the new value here: cancelled by the request above.
 		CASE WHEN state = 'cancelled' AND input.fin_state <> 'cancelled' THEN 'cancelled'
 			ELSE input.fin_outcome END AS fin_outcome,
 		input.fin_error
 ),
 recorded AS (
-	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
-	                               last_heartbeat_at, heartbeats, finished_at, outcome, error)
-	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, fin_now, fin_outcome, nullif(fin_error, '')
+	` + attemptInsert + `
+	SELECT ` + leaseColumns + `, fin_now, fin_outcome, nullif(fin_error, '')
 	FROM finished
 )
 SELECT id FROM finished`
@@ -186,14 +193,11 @@ finished AS (
 		AND lease_until > clock.fin_now
 		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
 			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
-	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, clock.fin_now
+	RETURNING ` + leaseColumns + `, clock.fin_now
 ),
 recorded AS (
-	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
-	                               last_heartbeat_at, heartbeats, finished_at, outcome)
-	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, fin_now, 'completed'
+	` + attemptInsert + `
+	SELECT ` + leaseColumns + `, fin_now, 'completed', NULL
 	FROM finished
 )
 SELECT id FROM finished`
@@ -219,13 +223,10 @@ finished AS (
 		AND lease_owner = $3
 		AND state = 'running'
 		AND lease_until > clock.fin_now
-	RETURNING id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, clock.fin_now
+	RETURNING ` + leaseColumns + `, clock.fin_now
 )
-INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
-                               last_heartbeat_at, heartbeats, finished_at, outcome)
-SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
-	heartbeat_at, heartbeats, fin_now, 'completed'
+` + attemptInsert + `
+SELECT ` + leaseColumns + `, fin_now, 'completed', NULL
 FROM finished
 RETURNING job_id`
 
@@ -300,10 +301,8 @@ expired AS (
 	RETURNING leasehold_job.*
 ),
 recorded AS (
-	INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
-	                               last_heartbeat_at, heartbeats, finished_at, outcome, error)
-	SELECT id, attempt, lease_token, lease_owner, leased_at, lease_until,
-		heartbeat_at, heartbeats, now(), 'lease_expired', last_error
+	` + attemptInsert + `
+	SELECT ` + leaseColumns + `, now(), 'lease_expired', last_error
 	FROM expired
 )
 SELECT ` + jobColumns + ` FROM expired ORDER BY id`
