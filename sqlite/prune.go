@@ -25,9 +25,9 @@ const jobPruneSQL = `DELETE FROM leasehold_job WHERE id IN (
 
 // attemptPruneSQL deletes up to ?2 attempt rows that finished before the
 // database clock minus ?1 microseconds, oldest first, by the finished_at
-// index.
-const attemptPruneSQL = `DELETE FROM leasehold_attempt WHERE rowid IN (
-	SELECT rowid FROM leasehold_attempt
+// index. The table has no rowid (migration 11): the rows are picked by key.
+const attemptPruneSQL = `DELETE FROM leasehold_attempt WHERE (job_id, token) IN (
+	SELECT job_id, token FROM leasehold_attempt
 	WHERE finished_at < ` + nowExpr + ` - ?1
 	ORDER BY finished_at
 	LIMIT ?2)`

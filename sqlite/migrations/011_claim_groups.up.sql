@@ -22,6 +22,13 @@
 -- the running counts per queue) read that range instead. A claim and a
 -- completion each wrote an entry into both.
 --
+-- leasehold_attempt is rebuilt WITHOUT ROWID, clustered on its primary
+-- key (job_id, token): an attempt row was a row of the table and an entry
+-- of the key's index, now it is one entry (a job's attempts are read by
+-- that key). The rebuild copies the history under the write lock: about
+-- 3 s for a million attempt rows and a million jobs with the sqlite3
+-- shell.
+--
 -- Binaries that know version 10 name these indexes in INDEXED BY with
 -- queries the new definitions do not serve, so this migration declares
 -- no compatibility: stop them before migrating.
@@ -34,3 +41,28 @@ CREATE INDEX leasehold_job_key_claim_idx ON leasehold_job (queue, flow_key, prio
     WHERE flow_key IS NOT NULL AND state IN ('available', 'scheduled', 'retryable');
 
 DROP INDEX leasehold_job_running_idx;
+
+-- Version 1's definition, clustered on the key.
+CREATE TABLE leasehold_attempt_v11 (
+    job_id            INTEGER NOT NULL,
+    attempt           INTEGER NOT NULL,
+    token             INTEGER NOT NULL,
+    owner             TEXT    NOT NULL,
+    leased_at         INTEGER NOT NULL,
+    lease_until       INTEGER NOT NULL,
+    last_heartbeat_at INTEGER,
+    heartbeats        INTEGER NOT NULL DEFAULT 0,
+    finished_at       INTEGER NOT NULL,
+    outcome           TEXT    NOT NULL CHECK (outcome IN
+                          ('completed', 'failed', 'panicked', 'lease_expired',
+                           'released', 'cancelled', 'snoozed')),
+    error             TEXT,
+    PRIMARY KEY (job_id, token)
+) WITHOUT ROWID;
+INSERT INTO leasehold_attempt_v11
+    (job_id, attempt, token, owner, leased_at, lease_until, last_heartbeat_at, heartbeats, finished_at, outcome, error)
+SELECT job_id, attempt, token, owner, leased_at, lease_until, last_heartbeat_at, heartbeats, finished_at, outcome, error
+FROM leasehold_attempt;
+DROP TABLE leasehold_attempt;
+ALTER TABLE leasehold_attempt_v11 RENAME TO leasehold_attempt;
+CREATE INDEX leasehold_attempt_finished_idx ON leasehold_attempt (finished_at);
