@@ -51,7 +51,9 @@ const keyFoundSQL = `(w.first_id IS NOT NULL AND ` + keySlotsSQL + ` > 0)`
 // that leases its picks) and costs what the keys it visits and the jobs
 // it reads for them cost, not the backlog: every read is one probe of
 // leasehold_job_key_claim_idx (queue, flow_key, priority, scheduled_at,
-// id) over the claimable jobs, or of a key's entries in another index.
+// id) over the claimable jobs with a key, of the group without a key in
+// leasehold_job_claim_idx (schema version 11), or of a key's entries in
+// another index.
 //
 // walk visits the keys of queue ?1's claimable jobs (none when the queue
 // is paused) in key order, one probe of the index per key (a skip scan;
@@ -73,8 +75,8 @@ const keyFoundSQL = `(w.first_id IS NOT NULL AND ` + keySlotsSQL + ` > 0)`
 // running jobs. SQLite allows no correlated LIMIT, so a key's jobs after
 // its first (the walk's) are read one probe at a time, each the key's next
 // claimable job after the one before (a row value range of the index); the
-// group without a key starts from a row of rank 0 that sorts before every
-// job (priority 0). With ?14 the
+// group without a key, read from the claim index's group 0, starts from a
+// row of rank 0 that sorts before every job (priority 0). With ?14 the
 // picks go round-robin across these keys: by rank plus the key's running
 // jobs (a key with jobs running ranks behind one with none), then claim
 // order; so a key needs no more jobs read than the ranks below the ?2-th
@@ -154,8 +156,9 @@ SELECT (SELECT v.flow_key FROM visited v ORDER BY v.step DESC LIMIT 1), pk.id
 FROM (SELECT 1) AS one LEFT JOIN picked pk ON true`
 
 // jobClaimSequencedSQL picks the jobs of a keyed claim without key limits,
-// rate or fairness (only sequences to honour): the plain claim's ordered
-// scan of queue ?1 (not paused) with the sequence filter, at most ?2 jobs.
+// rate or fairness (only sequences to honour): the plain claim's merge of
+// queue ?1's two groups in the claim index (claimSQL), with the sequence
+// filter, at most ?2 jobs, none when the queue is paused.
 // Its parameters are jobClaimKeyedSQL's ?1 to ?6; it returns no cursor
 // (NULL) and the picked IDs.
 const jobClaimSequencedSQL = `
