@@ -2,14 +2,12 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
-	"github.com/leasehold/leasehold/migrate"
 )
 
 // TestMigration11WithJobs applies migration 11 to a version-10 file that
@@ -19,15 +17,7 @@ import (
 func TestMigration11WithJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, db, err := Open(filepath.Join(t.TempDir(), "leasehold.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	m := migrate.New(d)
-	if _, err := m.UpTo(ctx, 10); err != nil {
-		t.Fatalf("up to 10: %v", err)
-	}
+	d, db, m := openAtVersion(t, 10)
 	// IDs 1-4 claimable; claim order B (1), A (2), D (4), then C (3),
 	// which has the lower priority. Job 5 is completed, with two attempts.
 	if _, err := db.ExecContext(ctx, `INSERT INTO leasehold_job

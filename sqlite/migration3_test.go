@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +12,22 @@ import (
 	"github.com/leasehold/leasehold/migrate"
 )
 
+// openAtVersion opens a new database file migrated up to version v, and
+// its migrator.
+func openAtVersion(t *testing.T, v int) (*Driver, *sql.DB, *migrate.Migrator[*sql.Tx]) {
+	t.Helper()
+	d, db, err := Open(filepath.Join(t.TempDir(), "leasehold.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	m := migrate.New(d)
+	if _, err := m.UpTo(context.Background(), v); err != nil {
+		t.Fatalf("up to %d: %v", v, err)
+	}
+	return d, db, m
+}
+
 // TestMigration3WithJobs applies migration 3 to a version-2 table that
 // already holds jobs, and reverts it with the new columns set: SQLite's ADD
 // COLUMN checks existing rows, and DROP COLUMN refuses a column an index
@@ -18,15 +35,7 @@ import (
 func TestMigration3WithJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, db, err := Open(filepath.Join(t.TempDir(), "leasehold.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	m := migrate.New(d)
-	if _, err := m.UpTo(ctx, 2); err != nil {
-		t.Fatalf("up to 2: %v", err)
-	}
+	d, db, m := openAtVersion(t, 2)
 	if _, err := db.ExecContext(ctx, `INSERT INTO leasehold_job
 		(kind, queue, state, args, unique_key, max_attempts, scheduled_at, created_at, finalized_at)
 		VALUES ('k', 'q', 'completed', '{}', 'key', 1, 0, 0, 0), ('k', 'q', 'available', '{}', 'key', 1, 0, 0, NULL)`); err != nil {
