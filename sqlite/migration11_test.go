@@ -2,12 +2,14 @@ package sqlite
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/migrate"
 )
 
 // TestMigration11WithJobs applies migration 11 to a version-10 file that
@@ -99,4 +101,44 @@ func TestMigration11WithJobs(t *testing.T) {
 		t.Fatalf("up to 11 again: %v", err)
 	}
 	checkAttempts("after up again")
+}
+
+// BenchmarkMigration11 times migration 11 on a version-10 file holding a
+// million finished jobs and a million attempt rows (the rebuild of the
+// attempt table and of the claim indexes, under the write lock):
+// go test -run '^$' -bench Migration11 -benchtime 1x ./sqlite
+func BenchmarkMigration11(b *testing.B) {
+	const rows = 1_000_000
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		d, db, err := Open(filepath.Join(b.TempDir(), "leasehold.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := migrate.New(d)
+		if _, err := m.UpTo(ctx, 10); err != nil {
+			b.Fatalf("up to 10: %v", err)
+		}
+		if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+			INSERT INTO leasehold_job (kind, queue, state, args, max_attempts, scheduled_at, created_at, finalized_at, attempt, lease_token)
+			SELECT 'k', 'default', 'completed', '{}', 5, i, i, i + 1000, 1, 1 FROM n`, rows); err != nil {
+			b.Fatalf("insert jobs: %v", err)
+		}
+		if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+			INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until, heartbeats, finished_at, outcome)
+			SELECT i, 1, 1, 'owner', i, i + 30000000, 0, i + 1000, 'completed' FROM n`, rows); err != nil {
+			b.Fatalf("insert attempts: %v", err)
+		}
+		b.StartTimer()
+		if _, err := m.Up(ctx); err != nil {
+			b.Fatalf("up to 11: %v", err)
+		}
+		b.StopTimer()
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM leasehold_attempt`).Scan(&n); err != nil || n != rows {
+			b.Fatalf("attempt rows after up = %d, %v; want %d", n, err, rows)
+		}
+		db.Close()
+	}
 }
