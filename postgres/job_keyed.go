@@ -159,8 +159,7 @@ locked AS MATERIALIZED (
 	WHERE ctid = ANY(ARRAY(SELECT job_ctid FROM picked))
 	FOR UPDATE SKIP LOCKED
 )
-` + jobLeaseSetSQL + `FROM locked
-WHERE leasehold_job.ctid = locked.picked_ctid
+` + jobLeaseSetSQL + `WHERE ctid = ANY(ARRAY(SELECT picked_ctid FROM locked))
 RETURNING ` + jobColumns
 
 // keyCursorRowSQL names the limit row that keeps a keyed claim's
@@ -208,8 +207,7 @@ locked AS MATERIALIZED (
 	WHERE ctid = ANY(ARRAY(SELECT job_ctid FROM picked))
 	FOR UPDATE SKIP LOCKED
 )
-`+jobLeaseSetSQL+`FROM locked
-WHERE leasehold_job.ctid = locked.picked_ctid
+`+jobLeaseSetSQL+`WHERE ctid = ANY(ARRAY(SELECT picked_ctid FROM locked))
 RETURNING `+jobColumns, "$17", "$10")
 
 // keyWindowAddSQL adds starts ($5 keys, $6 counts) to the rate windows of
