@@ -115,6 +115,9 @@ func TestKeyedClaimPlan(t *testing.T) {
 			if hasLine(plan, "Seq Scan on leasehold_job") {
 				t.Errorf("%s, %s: keyed claim scans the job table:\n%s", mode, tc.name, plan)
 			}
+			if tidScanPerRow(plan) {
+				t.Errorf("%s, %s: keyed claim finds the locked rows by address one at a time:\n%s", mode, tc.name, plan)
+			}
 		}
 	}
 	if _, err := conn.Exec(ctx, "PREPARE sequenced AS "+jobClaimSequencedSQL); err != nil {
@@ -127,6 +130,9 @@ func TestKeyedClaimPlan(t *testing.T) {
 		plan := explain(t, conn, `EXPLAIN EXECUTE sequenced('q', 2000, 'owner', '{}', '{}', 60000, '{}', '{}', '{}', '{}')`)
 		if hasLine(plan, "Seq Scan on leasehold_job") {
 			t.Errorf("%s: sequenced claim scans the job table:\n%s", mode, plan)
+		}
+		if tidScanPerRow(plan) {
+			t.Errorf("%s: sequenced claim finds the locked rows by address one at a time:\n%s", mode, plan)
 		}
 	}
 }

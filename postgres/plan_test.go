@@ -55,6 +55,9 @@ func TestClaimPlan(t *testing.T) {
 				if !strings.Contains(plan, "Tid Scan on leasehold_job") {
 					t.Errorf("%s: claim plan does not update the locked rows by address:\n%s", name, plan)
 				}
+				if tidScanPerRow(plan) {
+					t.Errorf("%s: claim plan finds the locked rows by address one at a time:\n%s", name, plan)
+				}
 			}
 		}
 	}
@@ -198,6 +201,18 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tidScanPerRow reports whether plan finds rows by address one at a time:
+// a TID condition that is not a list (ctid = ANY) is a TID scan rescanned
+// for every row, and each TID scan asks the kernel for the table's size.
+func tidScanPerRow(plan string) bool {
+	for _, l := range strings.Split(plan, "\n") {
+		if strings.Contains(l, "TID Cond:") && !strings.Contains(l, "ANY") {
+			return true
+		}
+	}
+	return false
 }
 
 // hasLine reports whether a line of plan contains every one of parts.
