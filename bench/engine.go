@@ -42,7 +42,14 @@ type engine interface {
 type hooks struct {
 	mu      sync.Mutex
 	samples []time.Duration
+	starts  []jobStart
 	hold    chan struct{}
+}
+
+// jobStart is when the handler of the job with argument Num started.
+type jobStart struct {
+	num int
+	at  time.Time
 }
 
 func newHooks() *hooks { return &hooks{hold: make(chan struct{})} }
@@ -50,9 +57,11 @@ func newHooks() *hooks { return &hooks{hold: make(chan struct{})} }
 // handle runs at the start of every handler.
 func (h *hooks) handle(ctx context.Context, a benchArgs) {
 	if a.At != 0 {
-		d := time.Since(time.Unix(0, a.At))
+		now := time.Now()
+		d := now.Sub(time.Unix(0, a.At))
 		h.mu.Lock()
 		h.samples = append(h.samples, d)
+		h.starts = append(h.starts, jobStart{num: a.Num, at: now})
 		h.mu.Unlock()
 	}
 	if a.Hold {
@@ -63,13 +72,14 @@ func (h *hooks) handle(ctx context.Context, a benchArgs) {
 	}
 }
 
-// takeSamples returns and clears the recorded latencies.
-func (h *hooks) takeSamples() []time.Duration {
+// takeSamples returns and clears the recorded latencies and the handlers'
+// start times.
+func (h *hooks) takeSamples() ([]time.Duration, []jobStart) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.samples
-	h.samples = nil
-	return s
+	s, st := h.samples, h.starts
+	h.samples, h.starts = nil, nil
+	return s, st
 }
 
 func (h *hooks) sampleCount() int {

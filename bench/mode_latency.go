@@ -18,10 +18,15 @@ import (
 type latencyResult struct {
 	engine        string
 	p50, p90, p99 []float64 // milliseconds
-	insertP50     []float64 // milliseconds the insert call itself took
-	late, jobs    int       // jobs not started within the wait after the last insert, of all
-	notices       int64     // insert notifications the engine sent (Postgres), of all rounds
-	counted       bool      // notices were counted
+	// The insert call's p50 and p99, and the p50 and p99 of the time from
+	// the insert call's return (its commit) to the handler's start: where
+	// the enqueue-to-start time goes, the insert's commit or the wake-up
+	// and claim.
+	insertP50, insertP99 []float64
+	afterP50, afterP99   []float64
+	late, jobs           int   // jobs not started within the wait after the last insert, of all
+	notices              int64 // insert notifications the engine sent (Postgres), of all rounds
+	counted              bool  // notices were counted
 }
 
 // latencyWait is how long a round waits after its last insert for the jobs
@@ -101,23 +106,33 @@ func runLatency(ctx context.Context, o *options, out io.Writer) error {
 	return nil
 }
 
-func (r *latencyResult) add(p [4]float64, late, jobs int) {
-	r.p50, r.p90, r.p99 = append(r.p50, p[0]), append(r.p90, p[1]), append(r.p99, p[2])
-	r.insertP50 = append(r.insertP50, p[3])
+func (r *latencyResult) add(p roundLatency, late, jobs int) {
+	r.p50, r.p90, r.p99 = append(r.p50, p.start[0]), append(r.p90, p.start[1]), append(r.p99, p.start[2])
+	r.insertP50, r.insertP99 = append(r.insertP50, p.insert[0]), append(r.insertP99, p.insert[2])
+	r.afterP50, r.afterP99 = append(r.afterP50, p.afterInsert[0]), append(r.afterP99, p.afterInsert[2])
 	r.late += late
 	r.jobs += jobs
 }
 
-// latencyRound returns p50, p90 and p99 of enqueue-to-start and p50 of the
-// insert call, in milliseconds, how many jobs had not started latencyWait
-// after the last insert, and how many insert notifications notices counted
-// from the first insert until the last job started (0 when notices is nil).
-func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Duration, notices *noticeCounter) ([4]float64, int, int64, error) {
+// roundLatency is one round's p50, p90 and p99 in milliseconds: of
+// enqueue to handler start, of the insert call, and of the insert call's
+// return to handler start (0 for a handler that started first).
+type roundLatency struct {
+	start, insert, afterInsert [3]float64
+}
+
+// latencyRound returns the round's percentiles, how many jobs had not
+// started latencyWait after the last insert, and how many insert
+// notifications notices counted from the first insert until the last job
+// started (0 when notices is nil).
+func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Duration, notices *noticeCounter) (roundLatency, int, int64, error) {
 	if err := prepareBacklog(ctx, e, 0); err != nil {
-		return [4]float64{}, 0, 0, err
+		return roundLatency{}, 0, 0, err
 	}
 	var (
 		samples, inserts []time.Duration
+		starts           []jobStart
+		inserted         []time.Time // when each job's insert call returned, by Num
 		late             int
 		sent             int64
 		err              error
@@ -130,6 +145,7 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 		h.takeSamples()
 		notices.take(ctx)
 		n := max(1, int(float64(rate)*dur.Seconds()))
+		inserted = make([]time.Time, n)
 		interval := time.Second / time.Duration(rate)
 		var (
 			wg    sync.WaitGroup
@@ -146,6 +162,7 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 				at := time.Now()
 				ierr := e.insertOne(ctx, benchArgs{Num: i, At: at.UnixNano()})
 				took := time.Since(at)
+				inserted[i] = at.Add(took)
 				errMu.Lock()
 				defer errMu.Unlock()
 				inserts = append(inserts, took)
@@ -164,7 +181,7 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 				return
 			}
 		}
-		samples = h.takeSamples()
+		samples, starts = h.takeSamples()
 		sent = notices.take(ctx)
 		if late = max(0, n-len(samples)); late > 0 {
 			// Each late job waited at least since its insert, which was
@@ -178,10 +195,15 @@ func latencyRound(ctx context.Context, e engine, h *hooks, rate int, dur time.Du
 		err = stopErr
 	}
 	if err != nil {
-		return [4]float64{}, 0, 0, err
+		return roundLatency{}, 0, 0, err
 	}
-	p := percentiles(samples)
-	return [4]float64{p[0], p[1], p[2], percentiles(inserts)[0]}, late, sent, nil
+	after := make([]time.Duration, 0, len(starts))
+	for _, s := range starts {
+		if s.num >= 0 && s.num < len(inserted) && !inserted[s.num].IsZero() {
+			after = append(after, max(0, s.at.Sub(inserted[s.num])))
+		}
+	}
+	return roundLatency{start: percentiles(samples), insert: percentiles(inserts), afterInsert: percentiles(after)}, late, sent, nil
 }
 
 // percentiles returns p50, p90 and p99 in milliseconds (nearest rank).
@@ -213,7 +235,8 @@ func printLatency(w io.Writer, mode string, all []*latencyResult) {
 			fmt.Fprintf(&b, "  %s median %.2f (min %.2f max %.2f)", m.name, med, lo, hi)
 		}
 		if len(r.insertP50) > 0 {
-			fmt.Fprintf(&b, "  [insert call p50 %.2f]", median(r.insertP50))
+			fmt.Fprintf(&b, "  [insert call p50 %.2f p99 %.2f]  [insert's return to start p50 %.2f p99 %.2f]",
+				median(r.insertP50), median(r.insertP99), median(r.afterP50), median(r.afterP99))
 		}
 		if r.counted {
 			fmt.Fprintf(&b, "  [notifications/job %.3f]", float64(r.notices)/float64(r.jobs))
