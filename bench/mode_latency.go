@@ -115,8 +115,9 @@ func (r *latencyResult) add(p roundLatency, late, jobs int) {
 }
 
 // roundLatency is one round's p50, p90 and p99 in milliseconds: of
-// enqueue to handler start, of the insert call, and of the insert call's
-// return to handler start (0 for a handler that started first).
+// enqueue to handler start (late jobs counted at the time waited), of the
+// insert call, and of the insert call's return to handler start (jobs that
+// started only; 0 for a handler that started before the call returned).
 type roundLatency struct {
 	start, insert, afterInsert [3]float64
 }
