@@ -18,7 +18,8 @@ WHERE id = $1 AND state = 'running'
 RETURNING ` + jobColumns
 
 // jobCancelRequestedSQL lists the leases of owner $1 whose cancellation was
-// asked for, through the small partial index on exactly that predicate.
+// asked for, through the small partial index on exactly that predicate,
+// in id order (leasehold_job_cancel_requested_idx, migration 11).
 const jobCancelRequestedSQL = `
 SELECT id, lease_token FROM leasehold_job
 WHERE state = 'running' AND cancel_requested_at IS NOT NULL AND lease_owner = $1

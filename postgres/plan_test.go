@@ -276,7 +276,7 @@ func TestFlowIndexesUsable(t *testing.T) {
 		name, query string
 		want        []string
 	}{
-		{"cancel requests", strings.ReplaceAll(jobCancelRequestedSQL, "$1", "'owner'"), []string{"leasehold_job_cancel_idx"}},
+		{"cancel requests", strings.ReplaceAll(jobCancelRequestedSQL, "$1", "'owner'"), []string{"leasehold_job_cancel_requested_idx"}},
 		{"prune", strings.NewReplacer("$1", "'{completed}'", "$2", "1000", "$3", "10").Replace(jobPruneSQL), []string{"leasehold_job_finalized_idx"}},
 		{"unique holders", strings.ReplaceAll(jobGetHoldersByKeysSQL, "$1", "'{a,b}'"), []string{"leasehold_job_unique_key_idx"}},
 		{"running by queue", strings.NewReplacer("$1", "'q0'", "$2", "'{}'").Replace(jobCountRunningSQL),
@@ -290,6 +290,50 @@ func TestFlowIndexesUsable(t *testing.T) {
 			if !strings.Contains(plan, want) {
 				t.Errorf("%s: plan does not use %s:\n%s", tc.name, want, plan)
 			}
+		}
+	}
+}
+
+// TestCancelCheckPlanUnderStaleStats guards the cancellation check's plan
+// where statistics mislead it most: taken while every job was available (a
+// fresh backlog analyzed before any worker ran), then thousands of jobs
+// claimed. The planner then takes the running jobs for none; keyed by lease
+// owner, the check's index lost to the running index (whose id follows
+// the table's order), and each check walked every running job. Keyed by
+// id (migration 11), it wins under these statistics too, as a custom plan
+// and as a generic one.
+func TestCancelCheckPlanUnderStaleStats(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+	insertJobs(t, exec, "q", 20000)
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	for range 4 {
+		if _, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 1000, Owner: "w", DefaultLeaseTTL: time.Hour}); err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+	}
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	defer conn.Release()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatalf("set %s: %v", mode, err)
+		}
+		plan := explain(t, conn, "EXPLAIN "+strings.ReplaceAll(jobCancelRequestedSQL, "$1", "'w'"))
+		if mode == "force_generic_plan" {
+			if _, err := conn.Exec(ctx, "PREPARE cancel_check(text) AS "+jobCancelRequestedSQL); err != nil {
+				t.Fatalf("prepare: %v", err)
+			}
+			plan = explain(t, conn, "EXPLAIN EXECUTE cancel_check('w')")
+		}
+		if !strings.Contains(plan, "leasehold_job_cancel_requested_idx") || strings.Contains(plan, "Sort") {
+			t.Errorf("%s: the cancellation check does not read its index in order:\n%s", mode, plan)
 		}
 	}
 }
