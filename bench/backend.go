@@ -23,8 +23,11 @@ type backend struct {
 	engine                       func(name string, spec engineSpec, h *hooks) (engine, error)
 	// after prints comment lines after the results, when set.
 	after func(io.Writer)
-	close func()
-	pg    *pgEnv // Postgres only: latency -retained
+	// settle, when set, runs after a round's backlog is in and before the
+	// round is timed (checkpoint).
+	settle func(context.Context) error
+	close  func()
+	pg     *pgEnv // Postgres only: latency -retained
 }
 
 func openBackend(ctx context.Context, o *options) (*backend, error) {
@@ -42,6 +45,7 @@ func openBackend(ctx context.Context, o *options) (*backend, error) {
 				return pgEngine(ctx, env, name, spec, h)
 			},
 			close: env.close, pg: env,
+			settle: env.checkpoint,
 		}, nil
 	case "mysql":
 		env, err := setupMySQL(ctx, o.schemaPrefix)

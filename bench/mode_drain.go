@@ -33,7 +33,7 @@ func runDrain(ctx context.Context, o *options, out io.Writer) error {
 		engines = append(engines, e)
 	}
 	jobs := orDefault(o.jobs, b.drainJobs)
-	all, err := alternate(ctx, engines, orDefault(o.rounds, 3), func(e engine) (sample, error) { return drainRound(ctx, e, jobs, b.server) })
+	all, err := alternate(ctx, engines, orDefault(o.rounds, 3), func(e engine) (sample, error) { return drainRound(ctx, e, jobs, b) })
 	if err != nil {
 		return err
 	}
@@ -69,11 +69,17 @@ func alternate(ctx context.Context, engines []engine, rounds int, round func(eng
 	return all, nil
 }
 
-// drainRound drains n jobs; server names the database processes whose CPU
-// it counts.
-func drainRound(ctx context.Context, e engine, n int, server dbServer) (sample, error) {
+// drainRound drains n jobs on b; b.server names the database processes
+// whose CPU it counts.
+func drainRound(ctx context.Context, e engine, n int, b *backend) (sample, error) {
+	server := b.server
 	if err := prepareBacklog(ctx, e, n); err != nil {
 		return sample{}, err
+	}
+	if b.settle != nil {
+		if err := b.settle(ctx); err != nil {
+			return sample{}, err
+		}
 	}
 	resetPeakRSS()
 	u0 := takeUsage(server)

@@ -34,7 +34,7 @@ func runSQLite(ctx context.Context, o *options, out io.Writer) error {
 	}
 	jobs := orDefault(o.jobs, 20_000)
 	rounds := orDefault(o.rounds, 3)
-	all, err := alternate(ctx, engines, rounds, func(e engine) (sample, error) { return drainRound(ctx, e, jobs, noServer) })
+	all, err := alternate(ctx, engines, rounds, func(e engine) (sample, error) { return drainRound(ctx, e, jobs, &backend{server: noServer}) })
 	if err != nil {
 		return err
 	}
