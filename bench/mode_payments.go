@@ -121,6 +121,7 @@ func dropPaymentsDatabase(ctx context.Context, prefix string) error {
 type paymentsEnv struct {
 	url, prefix   string
 	pool, workers int
+	noCheckpoint  bool // CHECKPOINT was refused (checkpoint)
 }
 
 // schema is the engine's schema in the payments database.
@@ -182,6 +183,11 @@ func (pe *paymentsEnv) round(ctx context.Context, engine string, n int) (smp sam
 		return sample{}, 0, err
 	}
 	if err := pe.prepare(ctx, admin, engine, n); err != nil {
+		admin.Close()
+		return sample{}, 0, err
+	}
+	// As the drain does (pgEnv.checkpoint): no round pays for another's pages.
+	if err := checkpoint(ctx, admin, &pe.noCheckpoint); err != nil {
 		admin.Close()
 		return sample{}, 0, err
 	}

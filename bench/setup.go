@@ -39,17 +39,22 @@ type pgEnv struct {
 // checkpointer's writes and the full-page images that follow a checkpoint
 // that happens to start within it) nor leaves its own to the next: every
 // round starts right after a checkpoint, and no timed one (5 minutes
-// apart by default) falls within a round. Without the right to (a role
-// that is neither superuser nor in pg_checkpoint) it says so once and the
-// rounds go on without it.
+// apart by default) falls within a round.
 func (env *pgEnv) checkpoint(ctx context.Context) error {
-	if env.noCheckpoint {
+	return checkpoint(ctx, env.leasehold, &env.noCheckpoint)
+}
+
+// checkpoint runs CHECKPOINT on pool. Without the right to (a role that is
+// neither superuser nor in pg_checkpoint) it says so once, sets *refused
+// and returns nil, and the rounds go on without it.
+func checkpoint(ctx context.Context, pool *pgxpool.Pool, refused *bool) error {
+	if *refused {
 		return nil
 	}
-	if _, err := env.leasehold.Exec(ctx, "CHECKPOINT"); err != nil {
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-			env.noCheckpoint = true
+			*refused = true
 			fmt.Fprintf(os.Stderr, "# no CHECKPOINT before the rounds: %s\n", pgErr.Message)
 			return nil
 		}
