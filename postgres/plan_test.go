@@ -161,14 +161,7 @@ func TestOutcomePlansBoundTheRunningScan(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
-	exec := d.GetExecutor()
-	insertJobs(t, exec, "q0", 5000)
-	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
-		t.Fatalf("analyze: %v", err)
-	}
-	if _, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q0", Max: 2000, Owner: "w", DefaultLeaseTTL: time.Hour}); err != nil {
-		t.Fatalf("claim: %v", err)
-	}
+	analyzedThenClaimed(t, d, "q0", 5000, 2000)
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
@@ -306,16 +299,7 @@ func TestCancelCheckPlanUnderStaleStats(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
-	exec := d.GetExecutor()
-	insertJobs(t, exec, "q", 20000)
-	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
-		t.Fatalf("analyze: %v", err)
-	}
-	for range 4 {
-		if _, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 1000, Owner: "w", DefaultLeaseTTL: time.Hour}); err != nil {
-			t.Fatalf("claim: %v", err)
-		}
-	}
+	analyzedThenClaimed(t, d, "q", 20000, 4000)
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
@@ -400,6 +384,27 @@ func seedPlanJobs(t *testing.T, d *Driver) {
 	}
 	if _, err := d.Pool().Exec(t.Context(), "ANALYZE leasehold_job"); err != nil {
 		t.Fatalf("analyze: %v", err)
+	}
+}
+
+// analyzedThenClaimed inserts n jobs into queue, takes the statistics
+// while all of them are available, then has owner "w" claim the first
+// claimed of them: the statistics of a backlog analyzed before any worker
+// ran, which lead the planner to expect no running job.
+func analyzedThenClaimed(t *testing.T, d *Driver, queue string, n, claimed int) {
+	t.Helper()
+	ctx := t.Context()
+	exec := d.GetExecutor()
+	insertJobs(t, exec, queue, n)
+	if _, err := d.Pool().Exec(ctx, "ANALYZE leasehold_job"); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	for claimed > 0 {
+		jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: queue, Max: min(claimed, 1000), Owner: "w", DefaultLeaseTTL: time.Hour})
+		if err != nil || len(jobs) == 0 {
+			t.Fatalf("claim: %d jobs, %v", len(jobs), err)
+		}
+		claimed -= len(jobs)
 	}
 }
 
