@@ -31,7 +31,7 @@ var schemaSuffixes = []string{"raw", "leasehold", "river"}
 type pgEnv struct {
 	raw, leasehold, river *pgxpool.Pool
 	app                   string // application_name of the leasehold pool
-	noCheckpoint          bool   // CHECKPOINT was refused: the role may not
+	noCheckpoint          bool   // CHECKPOINT was refused (checkpoint)
 }
 
 // checkpoint writes every dirty page out before a round is timed, so that a
