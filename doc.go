@@ -61,12 +61,18 @@ expiries (default 5) a job moves to stuck even under the retry policy, so a
 job that kills its worker every time does not loop forever. A crashed
 worker's job is running again within its TTL plus WatcherInterval.
 
-Each lease that ends appends one row to the attempt history
+Each lease that ends is recorded once in the attempt history
 (leasehold_attempt): attempt, token, owner, leased at, lease until, last
 heartbeat, heartbeat count, finished at, outcome (completed, failed,
-panicked, lease_expired, released, cancelled, snoozed) and error. The row is
-written in the same statement or transaction as the job's state change. Read
-it with JobAttempts or plain SQL.
+panicked, lease_expired, released, cancelled, snoozed) and error, in the same
+statement or transaction as the job's state change. Read it with
+JobAttempts or plain SQL. On SQLite and MySQL it is a table with a row per
+lease. On Postgres (schema version 12) it is a view: the lease that
+completes a job stays in the job's row, which already holds its owner,
+token, window and heartbeats (marked completion_in_row), and every other
+lease has a row in leasehold_attempt_log; triggers copy a held lease into
+the log before its job row is retried, changed or deleted. So a completion
+writes one row, not two.
 
 Outcomes are written in batches: whatever ended while the previous batch was
 being written goes in the next statement, one statement at a time unless a
@@ -427,7 +433,11 @@ deletes completed jobs after Config.Retention.Completed (24 h by default),
 cancelled and discarded jobs after 7 days, and attempt rows after 30 days,
 in batches of 1,000. A negative duration keeps rows forever. Stuck, waiting
 and running jobs are never deleted. The attempt history is kept apart from
-the jobs, on its own retention.
+the jobs, on its own retention. On Postgres a completed job's last lease,
+held in its row, is kept as long as the job and then goes into the
+attempt log, where attempt retention applies from its finish time: set
+attempt retention shorter than Completed and that lease still lives as long
+as its job.
 
 # Observing jobs
 

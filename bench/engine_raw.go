@@ -174,7 +174,7 @@ func (r pgRaw) complete(ctx context.Context, ids, tokens []int64) (int64, error)
 }
 
 func (r pgRaw) reset(ctx context.Context) error {
-	_, err := r.pool.Exec(ctx, "TRUNCATE leasehold_job, leasehold_attempt")
+	_, err := r.pool.Exec(ctx, "TRUNCATE leasehold_job, leasehold_attempt_log")
 	return err
 }
 

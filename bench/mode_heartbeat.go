@@ -54,7 +54,7 @@ func runHeartbeat(ctx context.Context, o *options, out io.Writer) error {
 		Middleware: []leasehold.Middleware{counter},
 	}
 	e, err := newLeaseholdEngine("leasehold", postgres.New(env.leasehold), cfg, h, poolExec(env.leasehold),
-		[]string{"TRUNCATE leasehold_job, leasehold_attempt"}, "ANALYZE leasehold_job")
+		[]string{"TRUNCATE leasehold_job, leasehold_attempt_log"}, "ANALYZE leasehold_job")
 	if err != nil {
 		return err
 	}

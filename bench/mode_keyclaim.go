@@ -30,7 +30,7 @@ func runKeyClaim(ctx context.Context, o *options, out io.Writer) error {
 	jobs := orDefault(o.jobs, 1_000_000)
 	keys := orDefault(o.keys, 100_000)
 	claims := orDefault(o.claims, 500)
-	for _, q := range []string{"TRUNCATE leasehold_job, leasehold_attempt, leasehold_queue_key", "DELETE FROM leasehold_limit"} {
+	for _, q := range []string{"TRUNCATE leasehold_job, leasehold_attempt_log, leasehold_queue_key", "DELETE FROM leasehold_limit"} {
 		if _, err := env.leasehold.Exec(ctx, q); err != nil {
 			return fmt.Errorf("keyclaim: reset: %w", err)
 		}

@@ -273,7 +273,7 @@ func runRetained(ctx context.Context, o *options, env *pgEnv, out io.Writer, dur
 	}
 	fmt.Fprintf(out, "# retained: inserting %d finished jobs into %s_leasehold.leasehold_job (untimed)\n", o.retained, o.schemaPrefix)
 	if err := env.exec(ctx,
-		"TRUNCATE leasehold_job, leasehold_attempt",
+		"TRUNCATE leasehold_job, leasehold_attempt_log",
 		fmt.Sprintf(`INSERT INTO leasehold_job (kind, queue, state, args, max_attempts, attempt, lease_token,
 			lease_owner, leased_at, lease_until, finalized_at)
 		SELECT 'retained', 'default', 'completed', '{}', 25, 1, 1, 'bench', now(), now(), now()
@@ -285,8 +285,8 @@ func runRetained(ctx context.Context, o *options, env *pgEnv, out io.Writer, dur
 		"CHECKPOINT"); err != nil {
 		return err
 	}
-	defer env.exec(context.WithoutCancel(ctx), "TRUNCATE leasehold_job, leasehold_attempt") //nolint:errcheck // best effort
-	resets := []string{"DELETE FROM leasehold_job WHERE kind <> 'retained'", "TRUNCATE leasehold_attempt", "VACUUM leasehold_job"}
+	defer env.exec(context.WithoutCancel(ctx), "TRUNCATE leasehold_job, leasehold_attempt_log") //nolint:errcheck // best effort
+	resets := []string{"DELETE FROM leasehold_job WHERE kind <> 'retained'", "TRUNCATE leasehold_attempt_log", "VACUUM leasehold_job"}
 	label := fmt.Sprintf("leasehold+%s", humanCount(o.retained))
 	h := newHooks()
 	e, err := newLeaseholdEngine(label, postgres.New(env.leasehold), leasehold.Config{}, h, poolExec(env.leasehold), resets, "ANALYZE leasehold_job")

@@ -245,7 +245,7 @@ func (pe *paymentsEnv) round(ctx context.Context, engine string, n int) (smp sam
 
 // prepare empties the engine's tables and inserts n jobs, untimed.
 func (pe *paymentsEnv) prepare(ctx context.Context, admin *pgxpool.Pool, engine string, n int) error {
-	reset := "TRUNCATE bench_ledger, leasehold_job, leasehold_attempt"
+	reset := "TRUNCATE bench_ledger, leasehold_job, leasehold_attempt_log"
 	if engine == "river" {
 		reset = "TRUNCATE bench_ledger, river_job"
 	}

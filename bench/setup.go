@@ -147,7 +147,7 @@ func riverBenchConfig(workers int) river.Config {
 //	                 the window), to measure what the window saves
 func pgEngine(ctx context.Context, env *pgEnv, name string, spec engineSpec, h *hooks) (engine, error) {
 	lhExec, rvExec := poolExec(env.leasehold), poolExec(env.river)
-	lhReset := []string{"TRUNCATE leasehold_job, leasehold_attempt, leasehold_queue_key"}
+	lhReset := []string{"TRUNCATE leasehold_job, leasehold_attempt_log, leasehold_queue_key"}
 	rvReset := []string{"TRUNCATE river_job"}
 	switch name {
 	case "raw":

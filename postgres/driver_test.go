@@ -54,6 +54,7 @@ func TestConformance(t *testing.T) {
 		NewPeer: func(t *testing.T, d driver.Driver[pgx.Tx]) driver.Driver[pgx.Tx] {
 			return resized(t, d.(*Driver), 4)
 		},
+		CompletionInJobRow: true,
 	})
 }
 

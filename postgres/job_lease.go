@@ -116,8 +116,11 @@ RETURNING id`
 
 // attemptInsert starts the insert of the attempt rows of ended leases: the
 // lease's columns, which the job row holds (leaseColumns, in this order),
-// then finished_at, outcome and error.
-const attemptInsert = `INSERT INTO leasehold_attempt (job_id, attempt, token, owner, leased_at, lease_until,
+// then finished_at, outcome and error. A lease that completes its job gets
+// no row: the job's row holds it, marked completion_in_row, and the
+// leasehold_attempt view presents it (migration 12, whose triggers copy it
+// here before the row changes or goes).
+const attemptInsert = `INSERT INTO leasehold_attempt_log (job_id, attempt, token, owner, leased_at, lease_until,
 	last_heartbeat_at, heartbeats, finished_at, outcome, error)`
 
 // leaseColumns are the job row's columns of its lease, in the order of
@@ -125,7 +128,8 @@ const attemptInsert = `INSERT INTO leasehold_attempt (job_id, attempt, token, ow
 const leaseColumns = `id, attempt, lease_token, lease_owner, leased_at, lease_until, heartbeat_at, heartbeats`
 
 // jobFinishSQL ends the leases given as parallel arrays, held by lease
-// owner $8, and appends their attempt rows in the same statement. It reads clock_timestamp(), not now():
+// owner $8, and appends the attempt rows of those that did not complete
+// their job in the same statement. It reads clock_timestamp(), not now():
 // it may run late in a long user transaction (CompleteTx), where now() is the
 // transaction's start and would accept a lease that has since expired.
 //
@@ -159,7 +163,8 @@ finished AS (
 		finalized_at = CASE
 			WHEN input.fin_state IN ('completed', 'discarded', 'cancelled', 'stuck') THEN clock.fin_now
 			WHEN cancel_requested_at IS NOT NULL THEN clock.fin_now
-			END
+			END,
+		completion_in_row = input.fin_state = 'completed' AND input.fin_outcome = 'completed'
 	FROM input, clock
 	WHERE id = input.fin_id
 		AND lease_token = input.fin_token
@@ -172,12 +177,13 @@ finished AS (
 		-- state is the new value here: cancelled by the request above.
 		CASE WHEN state = 'cancelled' AND input.fin_state <> 'cancelled' THEN 'cancelled'
 			ELSE input.fin_outcome END AS fin_outcome,
-		input.fin_error
+		input.fin_error, completion_in_row
 ),
 recorded AS (
 	` + attemptInsert + `
 	SELECT ` + leaseColumns + `, fin_now, fin_outcome, nullif(fin_error, '')
 	FROM finished
+	WHERE NOT completion_in_row
 )
 SELECT id FROM finished`
 
@@ -191,7 +197,8 @@ WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
 finished AS (
 	UPDATE leasehold_job SET
 		state = 'completed',
-		finalized_at = clock.fin_now
+		finalized_at = clock.fin_now,
+		completion_in_row = true
 	FROM unnest($1::bigint[], $2::bigint[]) AS t(fin_id, fin_token), clock
 	WHERE id = t.fin_id
 		AND lease_token = t.fin_token
@@ -200,12 +207,7 @@ finished AS (
 		AND lease_until > clock.fin_now
 		AND id BETWEEN (SELECT min(b) FROM unnest($1::bigint[]) AS b)
 			AND (SELECT max(b) FROM unnest($1::bigint[]) AS b)
-	RETURNING ` + leaseColumns + `, clock.fin_now
-),
-recorded AS (
-	` + attemptInsert + `
-	SELECT ` + leaseColumns + `, fin_now, 'completed', NULL
-	FROM finished
+	RETURNING id
 )
 SELECT id FROM finished`
 
@@ -214,28 +216,28 @@ SELECT id FROM finished`
 // of one. A handler's CompleteTx completes one job per call, in its own
 // transaction; an idle client's completer sends batches of one too. For
 // those, the batch form is mostly setup: the server builds its arrays'
-// function scans and the ids' range, and runs the attempt insert as a
-// second modifying CTE after the statement's result; here the update finds
-// the row by its primary key and the insert is the statement itself.
-// Measured: BenchmarkCompleteOne.
+// function scans and the ids' range; here the update finds the row by its
+// primary key. Measured: BenchmarkCompleteOne.
+//
+// Both write the job row alone: it holds the completing lease, marked
+// completion_in_row, which the leasehold_attempt view presents as its
+// attempt (migration 12).
 const jobCompleteOneSQL = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
 finished AS (
 	UPDATE leasehold_job SET
 		state = 'completed',
-		finalized_at = clock.fin_now
+		finalized_at = clock.fin_now,
+		completion_in_row = true
 	FROM clock
 	WHERE id = $1
 		AND lease_token = $2
 		AND lease_owner = $3
 		AND state = 'running'
 		AND lease_until > clock.fin_now
-	RETURNING ` + leaseColumns + `, clock.fin_now
+	RETURNING id
 )
-` + attemptInsert + `
-SELECT ` + leaseColumns + `, fin_now, 'completed', NULL
-FROM finished
-RETURNING job_id`
+SELECT id FROM finished`
 
 // jobBoundTxSQL bounds the caller's transaction to $1 milliseconds from
 // now, for the rest of the transaction only (set_config's is_local, as SET

@@ -33,17 +33,31 @@ const (
 // jobListOrderSQL ends a job listing: newest first, at most the argument.
 const jobListOrderSQL = ` ORDER BY id DESC LIMIT $%d`
 
-// jobAttemptsSQL reads a job's attempt history. Tokens grow with every
-// lease, so they order the history.
+// jobAttemptsSQL reads a job's attempt history from the leasehold_attempt
+// view, whose branches each take the job ID to an index (migration 12).
+// Tokens grow with every lease, so they order the history.
 const jobAttemptsSQL = `SELECT ` + attemptColumns + `
 FROM leasehold_attempt WHERE job_id = $1 ORDER BY token`
 
 // jobAttemptsOfLeasesSQL reads the attempt rows of many leases, each by
-// its key (job_id, token): $1 the job IDs, $2 the tokens, pairwise.
-const jobAttemptsOfLeasesSQL = `SELECT ` + attemptColumns + `
-FROM leasehold_attempt
-WHERE (job_id, token) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
-ORDER BY job_id, token`
+// its key (job_id, token): $1 the job IDs, $2 the tokens, pairwise. It
+// reads the view's two branches itself, each joined to the keys, so that
+// both are probes by primary key: the log's rows, and the completed jobs
+// whose row holds the lease (the view's second branch). This is the read
+// that confirms CompleteTx commits.
+const jobAttemptsOfLeasesSQL = `
+WITH lease AS MATERIALIZED (
+	SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS t(lease_id, lease_token)
+)
+SELECT ` + attemptColumns + `
+FROM leasehold_attempt_log
+WHERE (job_id, token) IN (SELECT lease_id, lease_token FROM lease)
+UNION ALL
+SELECT j.id, j.attempt, j.lease_token, j.lease_owner, j.leased_at, j.lease_until,
+	j.heartbeat_at, j.heartbeats, j.finalized_at, 'completed', ''
+FROM lease JOIN leasehold_job j ON j.id = lease.lease_id AND j.lease_token = lease.lease_token
+WHERE j.completion_in_row
+ORDER BY 1, 3`
 
 // defaultListLimit is JobList's limit when the filter sets none.
 const defaultListLimit = 100

@@ -12,7 +12,9 @@ import (
 // microseconds ago, oldest first. The fixed state list restricts the
 // deletion to finished jobs whatever the caller passes, and lets the planner
 // use the partial retention index. SKIP LOCKED lets concurrent pruners take
-// different rows instead of waiting on each other.
+// different rows instead of waiting on each other. A deleted completed job's
+// lease, which its row held, goes into the attempt log in the same
+// statement (migration 12's delete trigger).
 const jobPruneSQL = `
 DELETE FROM leasehold_job
 WHERE id IN (
@@ -27,11 +29,13 @@ WHERE id IN (
 
 // attemptPruneSQL deletes up to $2 attempt rows that finished more than $1
 // microseconds ago, oldest first, through the finished_at index; the
-// primary key picks the rows out.
+// primary key picks the rows out. It prunes the log: a completed job's
+// lease that its row holds (migration 12) goes with the job, or into the
+// log when the job is deleted, and is pruned from there.
 const attemptPruneSQL = `
-DELETE FROM leasehold_attempt a
+DELETE FROM leasehold_attempt_log a
 USING (
-	SELECT job_id, token FROM leasehold_attempt
+	SELECT job_id, token FROM leasehold_attempt_log
 	WHERE finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2

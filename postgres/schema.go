@@ -42,13 +42,14 @@ var (
 	createdRE = regexp.MustCompile(`(?i)\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:UNLOGGED\s+)?` +
 		`(?:TABLE|SEQUENCE|VIEW|MATERIALIZED\s+VIEW|TYPE|DOMAIN|FUNCTION|PROCEDURE)\s+` +
 		`(?:IF\s+NOT\s+EXISTS\s+)?(leasehold_\w+)`)
+	renamedRE   = regexp.MustCompile(`(?i)\bALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?leasehold_\w+\s+RENAME\s+TO\s+"?(leasehold_\w+)`)
 	tableBodyRE = regexp.MustCompile(`(?is)\bCREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(leasehold_\w+)\s*\((.*?)\n\)`)
 	serialRE    = regexp.MustCompile(`(?im)^\s*(\w+)\s+(?:small|big)?serial\b`)
 )
 
 // relationNames returns the names of the relations, sequences, types and
-// functions the migrations create (a serial column's sequence included) and
-// the driver's bookkeeping table, sorted. Index and constraint names are not
+// functions the migrations create or rename a table to (a serial column's
+// sequence included) and the driver's bookkeeping table, sorted. Index and constraint names are not
 // among them: they live in their table's schema and must stay unqualified
 // where they are defined. TestSchemaRelations checks the list against what a
 // migrated schema holds.
@@ -56,6 +57,9 @@ func relationNames(ms []driver.Migration) []string {
 	names := slices.Clone(extraRelations)
 	for _, m := range ms {
 		for _, sub := range createdRE.FindAllStringSubmatch(m.Up, -1) {
+			names = append(names, sub[1])
+		}
+		for _, sub := range renamedRE.FindAllStringSubmatch(m.Up, -1) {
 			names = append(names, sub[1])
 		}
 		for _, table := range tableBodyRE.FindAllStringSubmatch(m.Up, -1) {

@@ -27,6 +27,7 @@ func backendOf(newDriver func(t *testing.T) *Driver) drivertest.Backend[pgx.Tx] 
 		NewSized: func(t *testing.T, conns int) driver.Driver[pgx.Tx] {
 			return resized(t, newDriver(t), conns)
 		},
+		CompletionInJobRow: true,
 	}
 }
 

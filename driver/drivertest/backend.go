@@ -35,4 +35,10 @@ type Backend[TTx any] struct {
 	// pool of its own, as another process on the database would have,
 	// released with t.Cleanup. The wake-up test across pools needs it.
 	NewPeer func(t *testing.T, d driver.Driver[TTx]) driver.Driver[TTx]
+	// CompletionInJobRow says the backend keeps the lease that completed a
+	// job in the job's row while the job exists, writing no attempt row for
+	// it (Postgres since schema version 12): JobAttempts presents it, job
+	// deletion moves it into the attempt rows, and AttemptPrune, which
+	// deletes attempt rows, reaches it only after that.
+	CompletionInJobRow bool
 }

@@ -132,13 +132,19 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Fatalf("attempt rows = %d, want 4", n)
 		}
 		waitPast(t, exec, latest.Add(5*time.Millisecond))
-		for _, want := range []int64{3, 1, 0} {
+		// Four attempt rows, or, where the completed jobs' rows hold their
+		// leases, the expired lease's alone.
+		pruned, inRows := []int64{3, 1, 0}, 0
+		if b.CompletionInJobRow {
+			pruned, inRows = []int64{1, 0, 0}, len(jobs)
+		}
+		for _, want := range pruned {
 			if n := mustAttemptPrune(t, exec, &driver.AttemptPruneParams{Limit: 3}); n != want {
 				t.Errorf("AttemptPrune Limit 3 deleted %d rows, want %d", n, want)
 			}
 		}
-		if n := attemptCount(t, exec, all); n != 0 {
-			t.Errorf("attempt rows left = %d, want 0", n)
+		if n := attemptCount(t, exec, all); n != inRows {
+			t.Errorf("attempt rows left = %d, want %d", n, inRows)
 		}
 		// Jobs are not touched; the running lease still finishes.
 		for _, j := range jobs {
@@ -147,8 +153,26 @@ func exercisePrune[TTx any](t *testing.T, b Backend[TTx]) {
 			}
 		}
 		assertSameIDs(t, "finish after AttemptPrune", mustFinish(t, exec, "w", completeItem(running)), []int64{running.ID})
-		if n := attemptCount(t, exec, all); n != 1 {
-			t.Errorf("attempt rows after a new finish = %d, want 1", n)
+		if n := attemptCount(t, exec, all); n != inRows+1 {
+			t.Errorf("attempt rows after a new finish = %d, want %d", n, inRows+1)
+		}
+		if !b.CompletionInJobRow {
+			return
+		}
+		// Deleting the jobs (the one just completed too) moves their leases
+		// into the attempt rows, where they are as old as their finish and
+		// AttemptPrune takes them with the expired lease's.
+		if n := mustJobPrune(t, exec, &driver.JobPruneParams{States: finished, Limit: 100}); n != int64(len(all)) {
+			t.Fatalf("JobPrune deleted %d jobs, want %d", n, len(all))
+		}
+		if n := attemptCount(t, exec, all); n != inRows+1 {
+			t.Errorf("attempt rows of the pruned jobs = %d, want %d (kept)", n, inRows+1)
+		}
+		if n := mustAttemptPrune(t, exec, &driver.AttemptPruneParams{Limit: 100}); n != int64(inRows+1) {
+			t.Errorf("AttemptPrune after the jobs' deletion deleted %d rows, want %d", n, inRows+1)
+		}
+		if n := attemptCount(t, exec, all); n != 0 {
+			t.Errorf("attempt rows after AttemptPrune = %d, want 0", n)
 		}
 	})
 
