@@ -22,8 +22,8 @@ var completeOneV11SQL = strings.Replace(completeOneAttemptRowSQL,
 // every lease once through migration 12, up, down and up again: leases
 // that completed their job before it (attempt rows), after it (held by the
 // job row), completed by an older binary after it (through the view's
-// insert trigger), completed then retried by an operator, and completed
-// then deleted.
+// insert trigger), completed then retried by an operator or by plain SQL,
+// and completed then deleted.
 func TestAttemptHistoryAcrossMigration12(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -33,9 +33,9 @@ func TestAttemptHistoryAcrossMigration12(t *testing.T) {
 		t.Fatalf("migrate up to 11: %v", err)
 	}
 	exec := d.GetExecutor()
-	insertJobs(t, exec, "q", 7)
-	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 7, Owner: "w", DefaultLeaseTTL: time.Hour})
-	if err != nil || len(jobs) != 7 {
+	insertJobs(t, exec, "q", 8)
+	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 8, Owner: "w", DefaultLeaseTTL: time.Hour})
+	if err != nil || len(jobs) != 8 {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}
 	ids := make([]int64, len(jobs))
@@ -98,6 +98,25 @@ func TestAttemptHistoryAcrossMigration12(t *testing.T) {
 	if got := attemptHistory(t, exec, ids[2:3]); len(got) != 2 || !strings.Contains(got[0], "/completed/") || !strings.Contains(got[1], "/completed/") {
 		t.Errorf("history of the retried job = %q, want two completed attempts", got)
 	}
+	// Plain SQL (or an older binary) moves job 7 out of completed without
+	// clearing the mark: the trigger logs the lease and clears it.
+	complete(jobs[7])
+	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET state = 'available', finalized_at = NULL WHERE id = $1", jobs[7].ID); err != nil {
+		t.Fatalf("retry job %d by SQL: %v", jobs[7].ID, err)
+	}
+	var marked bool
+	if err := d.Pool().QueryRow(ctx, "SELECT completion_in_row FROM leasehold_job WHERE id = $1", jobs[7].ID).Scan(&marked); err != nil || marked {
+		t.Errorf("job %d retried by SQL: completion_in_row %v, %v; want false", jobs[7].ID, marked, err)
+	}
+	if n := logRows(t, d, jobs[7].ID); n != 1 {
+		t.Errorf("attempt log rows of job %d retried by SQL = %d, want 1", jobs[7].ID, n)
+	}
+	again, err = exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Hour})
+	if err != nil || len(again) != 1 || again[0].ID != jobs[7].ID {
+		t.Fatalf("claim job %d again: %v, %v", jobs[7].ID, again, err)
+	}
+	complete(again[0])
+
 	// Job 4 is deleted by plain SQL, then the pruner deletes every
 	// completed job in one statement (some with log rows, some not, job 2
 	// with both): their leases stay. Job 6 completes after that and keeps
@@ -105,13 +124,13 @@ func TestAttemptHistoryAcrossMigration12(t *testing.T) {
 	if _, err := d.Pool().Exec(ctx, "DELETE FROM leasehold_job WHERE id = $1", jobs[4].ID); err != nil {
 		t.Fatalf("delete job %d: %v", jobs[4].ID, err)
 	}
-	if n, err := exec.JobPrune(ctx, &driver.JobPruneParams{States: []leasetype.JobState{leasetype.JobStateCompleted}, Limit: 10}); err != nil || n != 5 {
-		t.Fatalf("prune: %d jobs, %v; want 5", n, err)
+	if n, err := exec.JobPrune(ctx, &driver.JobPruneParams{States: []leasetype.JobState{leasetype.JobStateCompleted}, Limit: 10}); err != nil || n != 6 {
+		t.Fatalf("prune: %d jobs, %v; want 6", n, err)
 	}
 	complete(jobs[6])
 	v12 := attemptHistory(t, exec, ids)
-	if len(v12) != 8 {
-		t.Fatalf("history at version 12 = %q, want 8 attempts", v12)
+	if len(v12) != 10 {
+		t.Fatalf("history at version 12 = %q, want 10 attempts", v12)
 	}
 	for _, id := range ids {
 		if got := attemptHistory(t, exec, []int64{id}); len(got) == 0 {

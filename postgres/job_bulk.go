@@ -14,6 +14,7 @@ import (
 // jobBulkUpdateSQL is a bulk batch's state change, the same as
 // jobSetStateSQL's for many IDs. $1 the IDs, $2 new state, $3 reset
 // errors, $4 note, $5 the states the jobs may move from (empty: any).
+// Like jobSetStateSQL it clears completion_in_row.
 const jobBulkUpdateSQL = `
 UPDATE leasehold_job SET
 	state = $2::text,
@@ -24,7 +25,8 @@ UPDATE leasehold_job SET
 	errors = CASE WHEN $3::boolean THEN 0 ELSE errors END,
 	expiries = CASE WHEN $3::boolean THEN 0 ELSE expiries END,
 	last_error = CASE WHEN $4::text <> '' THEN $4::text ELSE last_error END,
-	cancel_requested_at = NULL
+	cancel_requested_at = NULL,
+	completion_in_row = false
 WHERE id = ANY($1::bigint[]) AND state <> 'running'
 	AND (cardinality($5::text[]) = 0 OR state = ANY($5::text[]))
 RETURNING id`

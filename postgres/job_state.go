@@ -15,7 +15,9 @@ import (
 // states, $3 new state, $4 scheduled time or NULL, $5 reset the error and
 // expiry counts, $6 note. A running job is never moved: its lease holder
 // owns it. A cancellation request is cleared: it was about the lease that
-// ended, and an operator who moves the job again wants it to run.
+// ended, and an operator who moves the job again wants it to run. A
+// completed job's row stops holding its lease (completion_in_row):
+// migration 12's trigger moves that lease into the attempt log.
 const jobSetStateSQL = `
 UPDATE leasehold_job SET
 	state = $3::text,
@@ -29,7 +31,8 @@ UPDATE leasehold_job SET
 	errors = CASE WHEN $5::boolean THEN 0 ELSE errors END,
 	expiries = CASE WHEN $5::boolean THEN 0 ELSE expiries END,
 	last_error = CASE WHEN $6::text <> '' THEN $6::text ELSE last_error END,
-	cancel_requested_at = NULL
+	cancel_requested_at = NULL,
+	completion_in_row = false
 WHERE id = $1 AND state = ANY($2::text[]) AND state <> 'running'
 RETURNING ` + jobColumns
 

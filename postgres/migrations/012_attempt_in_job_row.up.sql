@@ -19,7 +19,7 @@
 --     keep working and see every lease once.
 --
 -- The trigger below copies a marked row's lease into the log and clears
--- the mark before the row stops holding it, whoever changes it: moved out
+-- the mark when the row stops holding it, whoever changes it: moved out
 -- of completed (a retry), or its finish time or token changed. A
 -- statement-level trigger copies the marked rows a deletion takes
 -- (retention, an operator, plain SQL) in one insert. The update trigger's
@@ -59,15 +59,23 @@ BEGIN
     VALUES (OLD.id, OLD.attempt, OLD.lease_token, OLD.lease_owner, OLD.leased_at,
         OLD.lease_until, OLD.heartbeat_at, OLD.heartbeats, OLD.finalized_at, 'completed', NULL)
     ON CONFLICT (job_id, token) DO NOTHING;
-    NEW.completion_in_row := false;
-    RETURN NEW;
+    -- The driver's statements clear the mark themselves; plain SQL and older
+    -- binaries do not. This update runs the trigger again only where the
+    -- row is still completed, and then its insert finds the lease logged.
+    IF NEW.completion_in_row THEN
+        UPDATE leasehold_job SET completion_in_row = false WHERE id = NEW.id;
+    END IF;
+    RETURN NULL;
 END
 $$;
 
+-- An AFTER trigger: with a BEFORE row trigger on the table, Postgres fetches
+-- and locks each row an update takes before updating it (GetTupleForTrigger),
+-- whatever the trigger's WHEN clause says: claims and completions included.
 CREATE TRIGGER attempt_keep_update_trigger
-    BEFORE UPDATE OF state, finalized_at, lease_token, completion_in_row ON leasehold_job
+    AFTER UPDATE OF state, finalized_at, lease_token, completion_in_row ON leasehold_job
     FOR EACH ROW
-    WHEN (OLD.completion_in_row AND (NEW.state <> 'completed'
+    WHEN (OLD.completion_in_row AND OLD.state = 'completed' AND (NEW.state <> 'completed'
         OR NEW.finalized_at IS DISTINCT FROM OLD.finalized_at
         OR NEW.lease_token <> OLD.lease_token OR NOT NEW.completion_in_row))
     EXECUTE FUNCTION leasehold_attempt_keep();
