@@ -52,8 +52,10 @@ func BenchmarkPruneCompleted(b *testing.B) {
 	if _, err := d.Pool().Exec(ctx, "UPDATE leasehold_job SET completion_in_row = false WHERE queue = 'logged'"); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE leasehold_job; VACUUM ANALYZE leasehold_attempt_log"); err != nil {
-		b.Fatal(err)
+	for _, table := range []string{"leasehold_job", "leasehold_attempt_log"} {
+		if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE "+table); err != nil {
+			b.Fatal(err)
+		}
 	}
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
