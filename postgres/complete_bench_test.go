@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/driver"
 )
 
@@ -50,16 +52,7 @@ func BenchmarkCompleteOne(b *testing.B) {
 	ctx := b.Context()
 	d := newTestDriver(b)
 	leases := claimForBench(b, d, b.N*len(forms))
-	conn, err := d.Pool().Acquire(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Release()
-	var pid int
-	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		b.Fatal(err)
-	}
-	_, cpuOK := backendCPU(pid)
+	conn, pid, cpuOK := benchConn(b, d)
 	stmt := make([]time.Duration, len(forms))
 	cpu := make([]time.Duration, len(forms))
 	b.ResetTimer()
@@ -144,6 +137,24 @@ var completeOneRowsBoundSQL = strings.Replace(jobCompleteOneSQL, finishClockSQL,
 		WHERE current_setting(s.name, true) IS NOT NULL
 			AND (current_setting(s.name, true)::interval <= interval '0'
 				OR current_setting(s.name, true)::interval > $4::bigint * interval '1 millisecond')) AS bounds) AS fin_bounds)`, 1)
+
+// benchConn acquires a connection of d's pool for the rest of the
+// benchmark and returns it with its server backend's process ID, and
+// whether backendCPU can read that backend's CPU time.
+func benchConn(b *testing.B, d *Driver) (*pgxpool.Conn, int, bool) {
+	b.Helper()
+	conn, err := d.Pool().Acquire(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(conn.Release)
+	var pid int
+	if err := conn.QueryRow(b.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	_, cpuOK := backendCPU(pid)
+	return conn, pid, cpuOK
+}
 
 // claimForBench inserts n jobs into queue q and claims them as owner w.
 func claimForBench(b *testing.B, d *Driver, n int) []driver.LeaseRef {

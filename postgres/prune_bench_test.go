@@ -57,16 +57,7 @@ func BenchmarkPruneCompleted(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	conn, err := d.Pool().Acquire(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Release()
-	var pid int
-	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		b.Fatal(err)
-	}
-	_, cpuOK := backendCPU(pid)
+	conn, pid, cpuOK := benchConn(b, d)
 	// jobPruneSQL's statement for one queue, so that each form deletes its
 	// own jobs.
 	const prune = `DELETE FROM leasehold_job WHERE id IN (
