@@ -71,8 +71,8 @@ lease. On Postgres (schema version 12) it is a view: the lease that
 completes a job stays in the job's row, which already holds its owner,
 token, window and heartbeats (marked completion_in_row), and every other
 lease has a row in leasehold_attempt_log; triggers copy a held lease into
-the log before its job row is retried, changed or deleted. So a completion
-writes one row, not two.
+the log in the statement that retries, changes or deletes its job row. So a
+completion writes one row, not two.
 
 Outcomes are written in batches: whatever ended while the previous batch was
 being written goes in the next statement, one statement at a time unless a

@@ -41,7 +41,10 @@ ALTER TABLE leasehold_job ADD COLUMN completion_in_row boolean NOT NULL DEFAULT 
 -- the driver qualifies the unquoted names of its relations (Options.Schema).
 ALTER TABLE leasehold_attempt RENAME TO "leasehold_attempt_log";
 
--- Two plain branches, so that the planner can probe each by its key.
+-- A job ID given as a value reaches each branch's primary key. A join to a
+-- list of keys does not get inside a branch with a WHERE clause (Postgres
+-- cannot make it an appendrel member), so the driver's read of many leases
+-- (jobAttemptsOfLeasesSQL) reads the two tables itself.
 CREATE VIEW leasehold_attempt AS
 SELECT job_id, attempt, token, owner, leased_at, lease_until, last_heartbeat_at,
     heartbeats, finished_at, outcome, error
