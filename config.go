@@ -107,10 +107,11 @@ type QueueConfig struct {
 	MaxWorkers int
 	// GlobalLimit, when positive, bounds how many jobs of the queue run at
 	// once across every client. It is enforced inside the claim (a locked
-	// limit row, a count of running jobs with unexpired leases, a claim of
-	// what fits, one transaction), so it holds under any concurrency; an
-	// expired lease frees its slot. Clients working the queue should agree
-	// on the value: each enforces its own.
+	// limit row, a count of running jobs, a claim of what fits, one
+	// transaction), so it holds under any concurrency. An expired lease
+	// frees its slot when it is reclaimed, which the claim that finds it
+	// does first. Clients working the queue should agree on the value: each
+	// enforces its own.
 	GlobalLimit int
 	// RateLimit, when set, bounds how many jobs of the queue start per
 	// period across every client.

@@ -307,13 +307,21 @@ QueueConfig.GlobalLimit bounds the running jobs of a queue across every
 client; WorkerOpts.GlobalLimit bounds a kind across every client and
 queue; QueueConfig.RateLimit bounds the jobs of a queue started per period.
 A client that has any of them claims in a short transaction: it locks the
-limit rows (queue, then kinds in name order), counts the running jobs whose
-lease has not expired on the database clock, claims only what fits, records
-the rate window, and commits. The next claimer's count runs after that
-commit, so the limit is never exceeded, whatever the number of clients. An
-expired lease frees its slot: a crashed worker holds none once its lease
-runs out (its handler, cancelled at the local deadline, has stopped by then
-if it honours its context). Rate windows are fixed and aligned to the epoch
+limit rows (queue, then kinds in name order), counts the running jobs,
+claims only what fits, records the rate window, and commits. The next
+claimer's count runs after that commit, so the limit is never exceeded,
+whatever the number of clients: neither by handlers nor by running jobs
+with live leases on the database clock. A running job holds its slot until
+its lease is reclaimed, not merely until the lease's expiry time: a
+renewal that checked the lease just before it expired may commit after
+the count and make it live again. So a claim that counts expired leases
+reclaims them first, in its own transaction, as the watcher would (the job
+becomes available, or stuck, with a lease_expired attempt); the renewal
+then finds the lease gone, and the slot is free in that same claim. A
+lease whose row another transaction holds (that renewal, or an outcome)
+keeps its slot until the next claim. So a crashed worker holds no slot
+once its lease runs out (its handler, cancelled at the local deadline,
+has stopped by then if it honours its context). Rate windows are fixed and aligned to the epoch
 on the database clock: at most Limit starts per window, so at most 2×Limit
 in any span of one Period. Each client enforces the limits it is
 configured with; configure the same values everywhere. Limited claims cost
@@ -330,8 +338,8 @@ option (QueueConfig.KeyLimit, KeyRateLimit, Fair, Sequenced, or a worker's
 KeyLimit, SequenceBy or SequencePolicy) is claimed by the keyed claim, in
 the limited claim's transaction described above: the queue's limit row is
 locked (and the kind's, for a kind's KeyLimit), then the claim ranks
-claimable jobs within their key, counts each key's running jobs with an
-unexpired lease and its starts in the current rate window, and leases
+claimable jobs within their key, counts each key's running jobs and its
+starts in the current rate window, and leases
 only the jobs that fit (one statement on Postgres, a few on SQLite and
 MySQL/MariaDB). It ranks only the keys it visits: it walks the queue's
 keys in key order, starting after the last key the queue's previous
@@ -355,7 +363,10 @@ guarantees, on the database clock, for clients configured alike:
     (QueueConfig.KeyLimit) or of the kind in every queue
     (WorkerOpts.KeyLimit); both hold when both are set, and with
     GlobalLimit. A job whose key is full is skipped, not claimed and
-    released; an expired lease frees its slot. Jobs without a key are not
+    released. A running job holds its key's slot until its lease is
+    reclaimed, for the reason given above: after a crash, the watcher
+    frees it within WatcherInterval of the lease's expiry (the keyed claim
+    does not reclaim leases itself). Jobs without a key are not
     key-limited.
   - KeyRateLimit: at most Limit starts per key per fixed, epoch-aligned
     window of Period (so at most 2×Limit in any span of one Period). A

@@ -252,15 +252,14 @@ func (c *clientCore) claimLimitedOnce(ctx context.Context, queue string, f *flow
 	// The running counts serve the global limits only: a queue with key
 	// options alone (the keyed claim counts per key) skips the count, a
 	// scan of every running job of the queue.
-	counts := &driver.RunningCount{Kinds: map[string]int64{}}
+	held := &runningHeld{kinds: map[string]int64{}}
 	if f.countsRunning() {
-		counts, err = tx.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: queue, Kinds: f.kinds})
-		if err != nil {
-			return res, fmt.Errorf("count running jobs: %w", err)
+		if held, err = c.countHeld(ctx, tx, queue, f); err != nil {
+			return res, err
 		}
 	}
 	if f.queueLimit > 0 {
-		if left := int64(f.queueLimit) - counts.Queue; left < int64(limit) {
+		if left := int64(f.queueLimit) - held.queue; left < int64(limit) {
 			limit = int(max(left, 0))
 			res.capped = true
 		}
@@ -275,7 +274,7 @@ func (c *clientCore) claimLimitedOnce(ctx context.Context, queue string, f *flow
 		}
 		free := int64(limit) // a kind with only a KeyLimit
 		if l := f.kindLimits[kind]; l > 0 {
-			free = int64(l) - counts.Kinds[kind]
+			free = int64(l) - held.kinds[kind]
 		}
 		if free <= 0 {
 			res.capped = true
@@ -326,5 +325,66 @@ func (c *clientCore) claimLimitedOnce(ctx context.Context, queue string, f *flow
 	if err = tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit limited claim: %w", err)
 	}
+	if len(held.expired) > 0 {
+		c.onExpired(held.expired)
+	}
 	return res, nil
 }
+
+// runningHeld is what a limited claim counts against its global limits:
+// the slots held in the queue and by each limited kind, and the leases it
+// reclaimed to count them.
+type runningHeld struct {
+	queue   int64
+	kinds   map[string]int64
+	expired []*leasetype.JobRow // reclaimed in the claim's transaction
+}
+
+// countHeld counts the slots held in queue and by the limited kinds of f,
+// in the limited claim's transaction tx, after its limit rows are locked.
+//
+// A running job holds its slot until its lease is reclaimed (JobExpire),
+// not merely until the lease's expiry time passes: a renewal that checked
+// the lease just before it expired may commit after this count, and would
+// make the lease live again beside the jobs the count let this claim take
+// (limit + 1 live leases). So when the count finds expired leases, the
+// claim reclaims them itself: they are fenced (a new state and, when
+// claimed again, a new token), a renewal that waits on one of their rows
+// finds it gone, and the slot is free in this same claim. A lease the
+// reclaim skips because another transaction holds its row (that renewal,
+// or an outcome) keeps its slot: the count that follows reads every
+// running job, expired or not.
+func (c *clientCore) countHeld(ctx context.Context, tx driver.ExecutorTx, queue string, f *flowLimits) (*runningHeld, error) {
+	params := &driver.JobCountRunningParams{Queue: queue, Kinds: f.kinds}
+	counts, err := tx.JobCountRunning(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("count running jobs: %w", err)
+	}
+	held := &runningHeld{kinds: make(map[string]int64, len(f.kinds))}
+	expire := &driver.JobExpireParams{Limit: claimExpireLimit, MaxExpiries: c.cfg.MaxExpiries}
+	if f.queueLimit > 0 && counts.QueueExpired > 0 {
+		expire.Queue = queue
+	}
+	for _, kind := range f.kinds {
+		if f.kindLimits[kind] > 0 && counts.KindsExpired[kind] > 0 {
+			expire.Kinds = append(expire.Kinds, kind)
+		}
+	}
+	if expire.Queue != "" || len(expire.Kinds) > 0 {
+		if held.expired, err = tx.JobExpire(ctx, expire); err != nil {
+			return nil, fmt.Errorf("reclaim expired leases: %w", err)
+		}
+		if counts, err = tx.JobCountRunning(ctx, params); err != nil {
+			return nil, fmt.Errorf("count running jobs: %w", err)
+		}
+	}
+	held.queue = counts.Queue + counts.QueueExpired
+	for _, kind := range f.kinds {
+		held.kinds[kind] = counts.Kinds[kind] + counts.KindsExpired[kind]
+	}
+	return held, nil
+}
+
+// claimExpireLimit bounds the leases a limited claim reclaims (countHeld);
+// any beyond it keep their slots until the next claim or the watcher.
+const claimExpireLimit = 1000

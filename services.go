@@ -20,15 +20,7 @@ import (
 func (c *clientCore) startMaintenance(ctx context.Context) {
 	expirer := &maintenance.Expirer{
 		Exec: c.leaseExec, Interval: c.cfg.WatcherInterval, Limit: 1000, MaxExpiries: c.cfg.MaxExpiries, Logger: c.logger,
-		OnExpired: func(rows []*leasetype.JobRow) {
-			c.stats.expired.Add(int64(len(rows)))
-			c.events.expired(rows)
-			for _, r := range rows {
-				if r.State == leasetype.JobStateAvailable {
-					c.wakeQueue(r.Queue)
-				}
-			}
-		},
+		OnExpired: c.onExpired,
 	}
 	c.goService(ctx, expirer.Run)
 	poller := &maintenance.CancelPoller{
@@ -64,6 +56,19 @@ func (c *clientCore) startMaintenance(ctx context.Context) {
 			OnPruned: func(n int64) { c.stats.pruned.Add(n) },
 		}
 		c.goService(ctx, p.Run)
+	}
+}
+
+// onExpired reports leases reclaimed by the expirer or by a limited claim
+// (countHeld), with the rows after the change: statistics, events, and a
+// wake-up of the queues they are available in again.
+func (c *clientCore) onExpired(rows []*leasetype.JobRow) {
+	c.stats.expired.Add(int64(len(rows)))
+	c.events.expired(rows)
+	for _, r := range rows {
+		if r.State == leasetype.JobStateAvailable {
+			c.wakeQueue(r.Queue)
+		}
 	}
 }
 

@@ -50,11 +50,11 @@ type WorkerOpts struct {
 	// GlobalLimit, when positive, bounds how many jobs of this kind run at
 	// once across every client and queue (e.g. at most 5 charges to one
 	// payment provider in the whole fleet). It is enforced inside the claim:
-	// a claimer locks the kind's limit row, counts the running jobs whose
-	// lease has not expired, and claims only what fits, in one transaction.
-	// An expired lease frees its slot, so a crashed worker does not hold one
-	// forever. Every client with this worker should set the same value: each
-	// enforces its own.
+	// a claimer locks the kind's limit row, counts the running jobs, and
+	// claims only what fits, in one transaction. An expired lease frees its
+	// slot once reclaimed, which the claim that finds it does first, so a
+	// crashed worker does not hold one. Every client with this worker should
+	// set the same value: each enforces its own.
 	GlobalLimit int
 	// KeyBy derives a job's key (InsertOpts.Key) from its args when the
 	// insert sets none: JSON paths of object members, as "customer_id" or
@@ -67,7 +67,8 @@ type WorkerOpts struct {
 	// same key run at once across every client and queue ("one charge per
 	// customer at a time" is 1). It is enforced inside the claim, as
 	// GlobalLimit is: a job whose key is full is skipped, and an expired
-	// lease frees its slot. Jobs without a key are not key-limited.
+	// lease frees its slot once the watcher reclaims it (within
+	// Config.WatcherInterval). Jobs without a key are not key-limited.
 	KeyLimit int
 	// SequenceBy derives a job's sequence (InsertOpts.Sequence) from its
 	// args, as KeyBy derives its key.

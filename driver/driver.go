@@ -158,9 +158,11 @@ type Executor interface {
 	// before), in name order.
 	QueueList(ctx context.Context) ([]*QueueRow, error)
 
-	// JobCountRunning counts running jobs whose lease has not expired on the
-	// database clock: those of Queue (all kinds) and, for each of Kinds,
-	// those of that kind (all queues). Expired leases hold no slot.
+	// JobCountRunning counts running jobs: those of Queue (all kinds) and,
+	// for each of Kinds, those of that kind (all queues); apart, those whose
+	// lease has not expired on the database clock and those whose lease has
+	// (which no JobExpire has reclaimed yet). One statement: the counts come
+	// from one read.
 	JobCountRunning(ctx context.Context, params *JobCountRunningParams) (*RunningCount, error)
 	// LimitLock creates the limit rows of Keys that are missing and locks
 	// them, in the order given, until the caller's transaction ends (SELECT
@@ -515,6 +517,12 @@ type JobExpireParams struct {
 	Limit int
 	// MaxExpiries, when > 0, is the Expiries at which a job becomes stuck.
 	MaxExpiries int
+	// Queue and Kinds, when either is set, restrict the expiry to the
+	// running jobs of Queue and those of one of Kinds in any queue: the jobs
+	// a limited claim counts (JobCountRunning). Unset, every expired lease
+	// qualifies.
+	Queue string
+	Kinds []string
 }
 
 // JobGetParams selects the job JobGet returns.
@@ -617,13 +625,20 @@ type JobCountRunningParams struct {
 	Kinds []string
 }
 
-// RunningCount is the number of running jobs with an unexpired lease.
+// RunningCount is the number of running jobs, by whether their lease has
+// expired.
 type RunningCount struct {
-	// Queue counts the jobs of the queue asked for.
+	// Queue counts the jobs of the queue asked for whose lease has not
+	// expired.
 	Queue int64
-	// Kinds counts, per kind asked for, the jobs of that kind in every queue.
-	// Every kind asked for has an entry.
+	// Kinds counts, per kind asked for, the jobs of that kind in every queue
+	// whose lease has not expired. Every kind asked for has an entry.
 	Kinds map[string]int64
+	// QueueExpired and KindsExpired count the same jobs whose lease has
+	// expired but that are still running: no JobExpire has reclaimed them.
+	// KindsExpired has an entry for every kind asked for.
+	QueueExpired int64
+	KindsExpired map[string]int64
 }
 
 // Limit scopes.

@@ -59,11 +59,9 @@ import (
 // the window's primary key, the key index.
 const keyWalkSQLFormat = `SELECT k.flow_key, k.n,
 	IF(? > 0 OR ?, (SELECT COUNT(*) FROM leasehold_job r FORCE INDEX (leasehold_job_running_flow_key_idx)
-		WHERE r.running_flow_key = k.flow_key AND r.running_queue = ?
-			AND r.lease_until > ` + nowExpr + `), 0),
+		WHERE r.running_flow_key = k.flow_key AND r.running_queue = ?), 0),
 	IF(? > 0, (SELECT COUNT(*) FROM leasehold_job r FORCE INDEX (leasehold_job_running_flow_key_idx)
-		WHERE r.running_flow_key = k.flow_key AND r.running_kind = ?
-			AND r.lease_until > ` + nowExpr + `), 0),
+		WHERE r.running_flow_key = k.flow_key AND r.running_kind = ?), 0),
 	IF(? > 0, COALESCE((SELECT w.window_count FROM leasehold_key_window w
 		WHERE w.scope = ? AND w.name = ? AND w.flow_key = k.flow_key
 			AND w.window_start = CAST(? AS DATETIME(6))), 0), 0),

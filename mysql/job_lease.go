@@ -254,6 +254,13 @@ const jobExpireCandidatesSQL = `SELECT id FROM leasehold_job
 WHERE running_queue IS NOT NULL AND state = 'running' AND lease_until < ` + nowExpr + `
 LIMIT ?`
 
+// jobExpireCandidatesOfSQLFormat is jobExpireCandidatesSQL restricted to the
+// running jobs of a queue (?1) and of some kinds (the %s: their
+// placeholders), each read on its running index; ?2 is the limit.
+const jobExpireCandidatesOfSQLFormat = `SELECT id FROM leasehold_job
+WHERE (running_queue = ? OR running_kind IN (%s)) AND state = 'running' AND lease_until < ` + nowExpr + `
+LIMIT ?`
+
 // jobExpirePickSQL locks the candidates (the %s: their IDs) that are
 // still running with an expired lease, by primary key, skipping rows others
 // hold (a finishing worker, a concurrent watcher).
@@ -1097,13 +1104,29 @@ func pickFinish(ctx context.Context, q querier, refs, owner string) (ids, parent
 	return ids, parents, timeArg(&at.Time), nil
 }
 
-// expireCandidates lists running jobs whose lease expired, locking nothing.
-func (e *executor) expireCandidates(ctx context.Context, limit int) ([]int64, error) {
+// expireCandidates lists running jobs whose lease expired, locking nothing:
+// those params asks for, at most limit.
+func (e *executor) expireCandidates(ctx context.Context, params *driver.JobExpireParams, limit int) ([]int64, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, jobExpireCandidatesSQL, limit)
+	query, args := jobExpireCandidatesSQL, []any{limit}
+	if params.Queue != "" || len(params.Kinds) > 0 {
+		// IN () is not SQL: an empty kind list is the one kind "", which
+		// no job has.
+		kinds := append([]string{}, params.Kinds...)
+		if len(kinds) == 0 {
+			kinds = []string{""}
+		}
+		query = fmt.Sprintf(jobExpireCandidatesOfSQLFormat, placeholders(len(kinds)))
+		args = []any{params.Queue}
+		for _, k := range kinds {
+			args = append(args, k)
+		}
+		args = append(args, limit)
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -1122,7 +1145,7 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 	if limit <= 0 {
 		limit = defaultExpireLimit
 	}
-	candidates, err := e.expireCandidates(ctx, limit)
+	candidates, err := e.expireCandidates(ctx, params, limit)
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", err)
 	}

@@ -10,22 +10,26 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// jobCountRunningQueueSQL counts the running jobs with an unexpired lease of
-// queue ?1 (the row marked 0); jobCountRunningKindsSQLFormat adds those of each kind
-// asked for, in every queue (rows marked 1). It reads the running
-// indexes (running_queue, running_kind) and checks lease_until on the rows,
-// since a heartbeat must touch no index. One statement, so both counts come
-// from one consistent read; in READ COMMITTED that read is fresh, and sees
-// every claim committed before it.
-const jobCountRunningQueueSQL = `SELECT 0, NULL, COUNT(*) FROM leasehold_job
-WHERE running_queue = ? AND lease_until > ` + nowExpr
+// jobCountRunningQueueSQL counts the running jobs of queue ?1 (the row
+// marked 0), those with an unexpired lease and those whose lease expired;
+// jobCountRunningKindsSQLFormat adds those of each kind asked for, in every
+// queue (rows marked 1). It reads the running indexes (running_queue,
+// running_kind) and checks lease_until on the rows, since a heartbeat must
+// touch no index. One statement, so the counts come from one consistent
+// read; in READ COMMITTED that read is fresh, and sees every claim
+// committed before it.
+const jobCountRunningQueueSQL = `SELECT 0, NULL, COALESCE(SUM(lease_until > ` + nowExpr + `), 0),
+	COALESCE(SUM(lease_until <= ` + nowExpr + `), 0)
+FROM leasehold_job
+WHERE running_queue = ?`
 
 // jobCountRunningKindsSQLFormat is the per-kind part of the count, appended
 // with UNION ALL when kinds are asked for; the %s is their placeholders.
 const jobCountRunningKindsSQLFormat = `
 UNION ALL
-SELECT 1, running_kind, COUNT(*) FROM leasehold_job
-WHERE running_kind IN (%s) AND lease_until > ` + nowExpr + `
+SELECT 1, running_kind, SUM(lease_until > ` + nowExpr + `), SUM(lease_until <= ` + nowExpr + `)
+FROM leasehold_job
+WHERE running_kind IN (%s)
 GROUP BY running_kind`
 
 // limitLockSQLFormat creates the limit rows that are missing and locks every row
@@ -61,8 +65,8 @@ WHERE scope = ? AND name = ?`
 var errLimitLockTx = errors.New("leasehold/mysql: LimitLock needs a transaction from Begin on the driver's executor " +
 	"(READ COMMITTED, so that the count after the lock sees the previous holder's commit)")
 
-// JobCountRunning counts the running jobs with an unexpired lease of
-// params.Queue and of each of params.Kinds, in one statement.
+// JobCountRunning counts the running jobs of params.Queue and of each of
+// params.Kinds, by whether their lease expired, in one statement.
 func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountRunningParams) (*driver.RunningCount, error) {
 	q, err := e.read()
 	if err != nil {
@@ -75,9 +79,12 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 			args = append(args, k)
 		}
 	}
-	out := &driver.RunningCount{Kinds: make(map[string]int64, len(params.Kinds))}
+	out := &driver.RunningCount{
+		Kinds:        make(map[string]int64, len(params.Kinds)),
+		KindsExpired: make(map[string]int64, len(params.Kinds)),
+	}
 	for _, k := range params.Kinds {
-		out.Kinds[k] = 0
+		out.Kinds[k], out.KindsExpired[k] = 0, 0
 	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -86,17 +93,17 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			byKind bool
-			kind   *string
-			n      int64
+			byKind        bool
+			kind          *string
+			live, expired int64
 		)
-		if err := rows.Scan(&byKind, &kind, &n); err != nil {
+		if err := rows.Scan(&byKind, &kind, &live, &expired); err != nil {
 			return nil, fmt.Errorf("count running jobs: %w", err)
 		}
 		if byKind && kind != nil {
-			out.Kinds[*kind] = n
+			out.Kinds[*kind], out.KindsExpired[*kind] = live, expired
 		} else if !byKind {
-			out.Queue = n
+			out.Queue, out.QueueExpired = live, expired
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -30,8 +30,10 @@ import (
 // nested loop stops it early) and keeps the first $2 that have a free slot
 // and a job that passes jobClaimableSQL, with its first such job in claim
 // order (priority, scheduled time, ID). For each key it counts the running
-// jobs with an unexpired lease in the queue and, when $11 > 0, of the one
-// kind $8 in every queue, and the starts in the rate window ($12, $13,
+// jobs in the queue and, when $11 > 0, of the one kind $8 in every queue
+// (a running job holds its key's slot until its lease is reclaimed, even
+// past its expiry time, when a renewal in flight could still make it live
+// again: the package documentation, Per-key flow control), and the starts in the rate window ($12, $13,
 // window start $14); its slots are what the queue key limit $10, the kind
 // key limit $11 and the rate $15 (zero: none) leave, at most $2. A key whose
 // slots are taken costs its counts only: its jobs are not read. The counts
@@ -59,8 +61,7 @@ import (
 // leases; the key_cursor moves to the last key visited: the $2-th key kept,
 // or the walk's last key when fewer were found.
 const jobClaimKeyedSQL = `
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now),
-start AS MATERIALIZED (
+WITH start AS MATERIALIZED (
 	SELECT coalesce((SELECT l.key_cursor FROM leasehold_limit l
 		WHERE (l.scope, l.name) = ` + keyCursorRowSQL + `), '') AS cursor_key
 	WHERE NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -89,12 +90,12 @@ visit AS MATERIALIZED (
 			CASE WHEN $11::int > 0 THEN $11::int - c.kind_running ELSE $2 END,
 			CASE WHEN $15::int > 0 THEN $15::int - c.window_used ELSE $2 END) AS slots
 		FROM (SELECT
-			CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r, clock
+			CASE WHEN $10::int > 0 OR $16::boolean THEN (SELECT count(*) FROM leasehold_job r
 				WHERE r.flow_key = w.flow_key AND r.state >= 'running' AND r.state <= 'running'
-					AND r.queue = $1 AND r.lease_until > clock.run_now) ELSE 0 END AS queue_running,
-			CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r, clock
+					AND r.queue = $1) ELSE 0 END AS queue_running,
+			CASE WHEN $11::int > 0 THEN (SELECT count(*) FROM leasehold_job r
 				WHERE r.flow_key = w.flow_key AND r.state >= 'running' AND r.state <= 'running'
-					AND r.kind = ($8::text[])[1] AND r.lease_until > clock.run_now) ELSE 0 END AS kind_running,
+					AND r.kind = ($8::text[])[1]) ELSE 0 END AS kind_running,
 			CASE WHEN $15::int > 0 THEN coalesce((SELECT kw.window_count FROM leasehold_key_window kw
 				WHERE kw.scope = $12 AND kw.name = $13 AND kw.flow_key = w.flow_key
 					AND kw.window_start = $14::timestamptz), 0) ELSE 0 END AS window_used

@@ -275,7 +275,8 @@ func boundTxSettingsSQL(arg int) string {
 	return strings.Join(cols, ",\n\t")
 }
 
-// jobExpireSQL reclaims up to $1 running jobs whose lease expired. Locking
+// jobExpireSQL reclaims up to $1 running jobs whose lease expired; with $3
+// or $4 set, only those of queue $3 or of a kind in $4. Locking
 // with SKIP LOCKED in a materialized CTE lets many watchers run at once
 // without reclaiming a job twice. A job goes to stuck when its policy says so
 // or when it reaches $2 expiries ($2 > 0); stuck counts as finalized. A job
@@ -287,6 +288,7 @@ WITH picked AS MATERIALIZED (
 		expiry_policy = 'stuck' OR ($2::int > 0 AND expiries + 1 >= $2::int) AS to_stuck
 	FROM leasehold_job
 	WHERE state = 'running' AND lease_until < now()
+		AND ($3::text = '' AND cardinality($4::text[]) = 0 OR queue = $3 OR kind = ANY($4::text[]))
 	ORDER BY id
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -647,7 +649,7 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 	if params.Limit < 1 {
 		return nil, nil
 	}
-	rows, err := e.db.Query(ctx, jobExpireSQL, params.Limit, params.MaxExpiries)
+	rows, err := e.db.Query(ctx, jobExpireSQL, params.Limit, params.MaxExpiries, params.Queue, nonNil(params.Kinds))
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", translateError(err))
 	}

@@ -11,23 +11,28 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// jobCountRunningSQL counts running jobs with an unexpired lease: first row
-// the queue $1 (is_queue true), then one row per kind in $2, zero included.
-// The running index (id, queue, kind) finds the rows: its scan reads only
-// running entries and tests queue or kind on them; the lease test is a
-// filter on the rows it yields. The clock is clock_timestamp(), read once: the
-// count follows LimitLock in a transaction that may have waited for the
-// lock, and leases that expired during the wait hold no slot.
+// jobCountRunningSQL counts running jobs, those with an unexpired lease and
+// those whose lease expired: first row the queue $1 (is_queue true), then
+// one row per kind in $2, zero included. The running index (id, queue,
+// kind) finds the rows: its scan reads only running entries and tests queue
+// or kind on them; the lease test is a filter on the rows it yields. The
+// clock is clock_timestamp(), read once: the count follows LimitLock in a
+// transaction that may have waited for the lock, and a lease that expired
+// during the wait is counted as expired.
 const jobCountRunningSQL = `
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS run_now)
-SELECT true AS is_queue, '' AS kind,
-	(SELECT count(*) FROM leasehold_job, clock
-	 WHERE state = 'running' AND queue = $1 AND lease_until > clock.run_now)
+SELECT true AS is_queue, '' AS kind, c.live, c.expired
+FROM (SELECT count(*) FILTER (WHERE lease_until > clock.run_now) AS live,
+		count(*) FILTER (WHERE lease_until <= clock.run_now) AS expired
+	FROM leasehold_job, clock
+	WHERE state = 'running' AND queue = $1) AS c
 UNION ALL
-SELECT false, k.kind,
-	(SELECT count(*) FROM leasehold_job, clock
-	 WHERE state = 'running' AND leasehold_job.kind = k.kind AND lease_until > clock.run_now)
-FROM unnest($2::text[]) AS k(kind)`
+SELECT false, k.kind, c.live, c.expired
+FROM unnest($2::text[]) AS k(kind)
+CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE lease_until > clock.run_now) AS live,
+		count(*) FILTER (WHERE lease_until <= clock.run_now) AS expired
+	FROM leasehold_job, clock
+	WHERE state = 'running' AND leasehold_job.kind = k.kind) AS c`
 
 // limitCreateSQL creates the limit rows of the keys given as parallel arrays
 // ($1 scopes, $2 names) that are missing. A concurrent creator of the same
@@ -67,20 +72,23 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 		return nil, fmt.Errorf("count running jobs: %w", translateError(err))
 	}
 	defer rows.Close()
-	out := &driver.RunningCount{Kinds: make(map[string]int64, len(params.Kinds))}
+	out := &driver.RunningCount{
+		Kinds:        make(map[string]int64, len(params.Kinds)),
+		KindsExpired: make(map[string]int64, len(params.Kinds)),
+	}
 	for rows.Next() {
 		var (
-			isQueue bool
-			kind    string
-			n       int64
+			isQueue       bool
+			kind          string
+			live, expired int64
 		)
-		if err := rows.Scan(&isQueue, &kind, &n); err != nil {
+		if err := rows.Scan(&isQueue, &kind, &live, &expired); err != nil {
 			return nil, fmt.Errorf("scan running count: %w", err)
 		}
 		if isQueue {
-			out.Queue = n
+			out.Queue, out.QueueExpired = live, expired
 		} else {
-			out.Kinds[kind] = n
+			out.Kinds[kind], out.KindsExpired[kind] = live, expired
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -276,7 +276,8 @@ func TestFlowIndexesUsable(t *testing.T) {
 			[]string{"leasehold_job_running_idx", "Index Cond: (queue = 'q0'::text)"}},
 		{"running by kind", strings.NewReplacer("$1", "'q0'", "$2", "'{k1}'").Replace(jobCountRunningSQL),
 			[]string{"leasehold_job_running_idx", "Index Cond: (kind = k.kind)"}},
-		{"expire", strings.NewReplacer("$1", "100", "$2", "5").Replace(jobExpireSQL), []string{"leasehold_job_running_idx"}},
+		{"expire", strings.NewReplacer("$1", "100", "$2", "5", "$3", "''", "$4", "'{}'").Replace(jobExpireSQL), []string{"leasehold_job_running_idx"}},
+		{"expire of a queue", strings.NewReplacer("$1", "100", "$2", "5", "$3", "'q0'", "$4", "'{k1}'").Replace(jobExpireSQL), []string{"leasehold_job_running_idx"}},
 	} {
 		plan := explain(t, conn, "EXPLAIN "+tc.query)
 		for _, want := range tc.want {

@@ -63,8 +63,9 @@ const keyFoundSQL = `(w.first_id IS NOT NULL AND ` + keySlotsSQL + ` > 0)`
 // visited, goes on from the first key after the last one, and stops when
 // it has found ?2 keys with a free slot and a job that passes
 // jobClaimableSQL, when it is back at the cursor, or after ?2 + 256 keys.
-// For each key it counts the running jobs with an unexpired lease (at ?6)
-// in the queue and, when ?8 > 0, of kind ?9 in every queue, the starts in
+// For each key it counts the running jobs, expired leases included (a job
+// holds its key's slot until its lease is reclaimed: the package
+// documentation, Per-key flow control), in the queue and, when ?8 > 0, of kind ?9 in every queue, the starts in
 // the rate window (scope ?10, ?11, window start ?12), and finds its first
 // claimable job in claim order. A row's found is the count of keys found
 // before it, so the walk can stop on the row that completes the claim.
@@ -96,11 +97,9 @@ walk(step, flow_key, wrapped, found, queue_running, kind_running, window_used, f
 	UNION ALL
 	SELECT w.step + 1, n.flow_key, w.wrapped OR n.flow_key <= w.flow_key, w.found + ` + keyFoundSQL + `,
 		CASE WHEN ?7 > 0 OR ?14 THEN (SELECT count(*) FROM leasehold_job r INDEXED BY leasehold_job_flow_key_idx
-			WHERE r.flow_key = n.flow_key AND r.state = 'running' AND r.queue = ?1
-				AND r.lease_until > ?6) ELSE 0 END,
+			WHERE r.flow_key = n.flow_key AND r.state = 'running' AND r.queue = ?1) ELSE 0 END,
 		CASE WHEN ?8 > 0 THEN (SELECT count(*) FROM leasehold_job r INDEXED BY leasehold_job_flow_key_idx
-			WHERE r.flow_key = n.flow_key AND r.state = 'running' AND r.kind = ?9
-				AND r.lease_until > ?6) ELSE 0 END,
+			WHERE r.flow_key = n.flow_key AND r.state = 'running' AND r.kind = ?9) ELSE 0 END,
 		CASE WHEN ?13 > 0 THEN coalesce((SELECT kw.window_count FROM leasehold_key_window kw
 			WHERE kw.scope = ?10 AND kw.name = ?11 AND kw.flow_key = n.flow_key
 				AND kw.window_start = ?12), 0) ELSE 0 END,

@@ -223,7 +223,8 @@ const expiredStuck = `(expiry_policy = 'stuck' OR (?2 > 0 AND expiries + 1 >= ?2
 const expiredEnds = `(cancel_requested_at IS NOT NULL OR ` + expiredStuck + `)`
 
 // jobExpireSQL reclaims up to ?1 running jobs whose lease ended before ?3,
-// the database clock read once per transaction. ?2 is MaxExpiries. A job
+// the database clock read once per transaction; with ?4 or ?5 (a JSON array)
+// set, only those of queue ?4 or of a kind in ?5. ?2 is MaxExpiries. A job
 // whose cancellation was requested becomes cancelled, never available or
 // stuck: it must not run again. The lease fields stay as they were, for the
 // attempt rows and for operators.
@@ -239,6 +240,7 @@ SET expiries = expiries + 1,
 WHERE id IN (
 	SELECT id FROM leasehold_job
 	WHERE state = 'running' AND lease_until < ?3
+		AND (?4 = '' AND json_array_length(?5) = 0 OR queue = ?4 OR kind IN (SELECT value FROM json_each(?5)))
 	ORDER BY lease_until, id
 	LIMIT ?1)
 RETURNING ` + jobColumns
@@ -696,13 +698,17 @@ func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams
 			return []*leasetype.JobRow{}, nil
 		}
 	}
+	kinds, err := jsonStrings(params.Kinds)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: encode kinds: %w", err)
+	}
 	var jobs []*leasetype.JobRow
-	err := e.write(ctx, func(q querier) error {
+	err = e.write(ctx, func(q querier) error {
 		var now int64
 		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		rows, err := q.QueryContext(ctx, jobExpireSQL, limit, params.MaxExpiries, now)
+		rows, err := q.QueryContext(ctx, jobExpireSQL, limit, params.MaxExpiries, now, params.Queue, kinds)
 		if err != nil {
 			return err
 		}

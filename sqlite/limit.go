@@ -10,18 +10,23 @@ import (
 	"github.com/leasehold/leasehold/driver"
 )
 
-// jobCountRunningQueueSQL counts the running jobs of queue ?1 whose lease
-// has not expired, on the (state, queue) index.
-const jobCountRunningQueueSQL = `SELECT count(*) FROM leasehold_job
-WHERE state = 'running' AND queue = ?1 AND lease_until > ` + nowExpr
+// jobCountRunningQueueSQL counts the running jobs of queue ?1, those whose
+// lease has not expired and those whose lease has, on the (state, queue)
+// index.
+const jobCountRunningQueueSQL = `SELECT coalesce(sum(lease_until > ` + nowExpr + `), 0),
+	coalesce(sum(lease_until <= ` + nowExpr + `), 0)
+FROM leasehold_job
+WHERE state = 'running' AND queue = ?1`
 
 // jobCountRunningKindsSQL counts, for each kind of the JSON array ?1, the
-// running jobs of that kind in every queue whose lease has not expired: one
+// running jobs of that kind in every queue, as jobCountRunningQueueSQL: one
 // row per kind asked, zero included, each counted on the partial
 // running-by-kind index.
-const jobCountRunningKindsSQL = `SELECT k.value, (
-	SELECT count(*) FROM leasehold_job
-	WHERE state = 'running' AND kind = k.value AND lease_until > ` + nowExpr + `)
+const jobCountRunningKindsSQL = `SELECT k.value,
+	(SELECT count(*) FROM leasehold_job
+	 WHERE state = 'running' AND kind = k.value AND lease_until > ` + nowExpr + `),
+	(SELECT count(*) FROM leasehold_job
+	 WHERE state = 'running' AND kind = k.value AND lease_until <= ` + nowExpr + `)
 FROM json_each(?1) AS k`
 
 // limitInsertMissingSQL creates the limit rows of ?1, a JSON array of
@@ -50,15 +55,19 @@ WHERE scope = ?1 AND name = ?2`
 // with the statement, before the caller could count and claim under it.
 var errLimitLockPool = errors.New("leasehold/sqlite: LimitLock must run in a transaction (an executor from Begin)")
 
-// JobCountRunning counts running jobs with an unexpired lease: those of
-// params.Queue and, per kind asked, those of that kind in every queue.
+// JobCountRunning counts running jobs, by whether their lease expired:
+// those of params.Queue and, per kind asked, those of that kind in every
+// queue.
 func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountRunningParams) (*driver.RunningCount, error) {
 	q, err := e.read()
 	if err != nil {
 		return nil, err
 	}
-	out := &driver.RunningCount{Kinds: make(map[string]int64, len(params.Kinds))}
-	if err := q.QueryRowContext(ctx, jobCountRunningQueueSQL, params.Queue).Scan(&out.Queue); err != nil {
+	out := &driver.RunningCount{
+		Kinds:        make(map[string]int64, len(params.Kinds)),
+		KindsExpired: make(map[string]int64, len(params.Kinds)),
+	}
+	if err := q.QueryRowContext(ctx, jobCountRunningQueueSQL, params.Queue).Scan(&out.Queue, &out.QueueExpired); err != nil {
 		return nil, fmt.Errorf("count running jobs of queue %s: %w", params.Queue, err)
 	}
 	if len(params.Kinds) == 0 {
@@ -75,13 +84,13 @@ func (e *executor) JobCountRunning(ctx context.Context, params *driver.JobCountR
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			kind string
-			n    int64
+			kind          string
+			live, expired int64
 		)
-		if err := rows.Scan(&kind, &n); err != nil {
+		if err := rows.Scan(&kind, &live, &expired); err != nil {
 			return nil, fmt.Errorf("count running jobs by kind: %w", err)
 		}
-		out.Kinds[kind] = n
+		out.Kinds[kind], out.KindsExpired[kind] = live, expired
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count running jobs by kind: %w", err)

@@ -115,7 +115,8 @@ func TestClaimPlansAfterAnalyze(t *testing.T) {
 		name, query string
 		args        []any
 	}{
-		{"expire", jobExpireSQL, []any{10, 5, now}},
+		{"expire", jobExpireSQL, []any{10, 5, now, "", "[]"}},
+		{"expire of a queue and kinds", jobExpireSQL, []any{10, 5, now, "q", `["email"]`}},
 		{"expired", jobExpiredExistsSQL, nil},
 		{"running by queue", jobCountRunningQueueSQL, []any{"q"}},
 		{"running by kind", jobCountRunningKindsSQL, []any{`["email"]`}},

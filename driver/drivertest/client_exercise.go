@@ -75,6 +75,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"HeadJobDuringBacklog", testClientHeadJobDuringBacklog[TTx]},
 		{"QueuePause", testClientQueuePause[TTx]},
 		{"GlobalLimit", testClientGlobalLimit[TTx]},
+		{"GlobalLimitRenewalInFlight", testClientGlobalLimitRenewalInFlight[TTx]},
 		{"KindLimit", testClientKindLimit[TTx]},
 		{"RateLimit", testClientRateLimit[TTx]},
 		{"KeyLimit", testClientKeyLimit[TTx]},

@@ -48,6 +48,9 @@ type faultDriver[TTx any] struct {
 	// leaseReads the JobAttempts calls that name leases.
 	finishItems atomic.Int64
 	leaseReads  atomic.Int64
+	// begins counts the transactions begun on the driver's executors (a
+	// limited claim begins one each).
+	begins atomic.Int64
 	// lostReplies is how many JobFinish calls still to come lose their
 	// reply: the write commits, and the caller gets errLostReply, as when
 	// the connection drops during COMMIT.

@@ -12,6 +12,7 @@ import (
 // it loses its job leases.
 
 func (e *faultExecutor[TTx]) Begin(ctx context.Context) (driver.ExecutorTx, error) {
+	e.d.begins.Add(1)
 	if faultMode(e.d.mode.Load()) == faultTxOnly {
 		return nil, errInjected
 	}

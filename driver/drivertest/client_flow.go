@@ -157,6 +157,121 @@ func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
 	t.Logf("%d jobs, peak %d handlers / %d live leases (limit %d), victim killed after %d", jobs, cc.peak.Load(), dbPeak.Load(), limit, killedAt)
 }
 
+// testClientGlobalLimitRenewalInFlight: a renewal that checked its lease
+// before the lease expired and commits after a limited claim counted the
+// running jobs does not take the queue past its limit. Another owner's
+// lease is renewed in a transaction held open past the lease's expiry; a
+// client with a global limit of 1 must not start the queue's other job
+// then, nor while the renewed lease is live, and runs both once that lease
+// expires and is reclaimed.
+func testClientGlobalLimitRenewalInFlight[TTx any](t *testing.T, b Backend[TTx]) {
+	const (
+		claimTTL = time.Second
+		renewTTL = 3 * time.Second
+		hold     = 2 * time.Second // the renewal's transaction stays open this long after the lease expired
+		workTime = 300 * time.Millisecond
+	)
+	env := newClientEnv(t, b)
+	ctx := context.Background()
+	kind := flowArgs{}.Kind()
+	jobs := mustInsert(t, env.exec, jobParams(kind, leasehold.DefaultQueue), jobParams(kind, leasehold.DefaultQueue))
+	ghost := mustClaimOne(t, env.exec, claimParams(leasehold.DefaultQueue, "ghost", 1, claimTTL))
+
+	tx, err := env.exec.Begin(ctx)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	committed := false
+	t.Cleanup(func() {
+		if !committed {
+			_ = tx.Rollback(context.Background())
+		}
+	})
+	renewed, err := tx.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Owner: "ghost",
+		Leases: []driver.LeaseRenewal{{ID: ghost.ID, Token: ghost.LeaseToken, TTL: renewTTL}}})
+	if err != nil || len(renewed) != 1 {
+		t.Fatalf("setup: renewal in a transaction before the lease of %v expired: renewed %v, %v", claimTTL, renewed, err)
+	}
+	waitLeaseExpired(t, env.exec, ghost) // as committed: the renewal is not
+
+	var cc concurrency
+	workers := leasehold.NewWorkers()
+	leasehold.AddWorker(workers, leasehold.WorkFunc[flowArgs](func(ctx context.Context, j *leasehold.Job[flowArgs]) error {
+		return cc.work(ctx, j.ID, workTime)
+	}))
+	fd := newFaultDriver(env.d)
+	env.client(fd, leasehold.Config{ID: "limited", Workers: workers,
+		Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 5, GlobalLimit: 1}}})
+
+	// Sample the database: running jobs whose lease is live.
+	var dbPeak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			n, err := env.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: leasehold.DefaultQueue})
+			if err == nil && n.Queue > dbPeak.Load() {
+				dbPeak.Store(n.Queue)
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-sampled
+	}()
+
+	// The client's limited claims run while the renewal is in flight (on
+	// SQLite they wait for its write lock).
+	waitFor(t, 60*time.Second, func() bool { return fd.begins.Load() >= 2 }, func() string {
+		return fmt.Sprintf("%d transactions begun by the limited client", fd.begins.Load())
+	})
+	time.Sleep(hold)
+	if n := cc.peak.Load(); n > 0 {
+		t.Fatalf("a handler started while another owner's renewal was in flight (global limit 1): its lease was counted as free")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit the renewal: %v", err)
+	}
+	committed = true
+
+	waitFor(t, 120*time.Second, func() bool { return cc.done.Load() >= 2 }, func() string {
+		return fmt.Sprintf("%d of 2 jobs done", cc.done.Load())
+	})
+	close(stop)
+	<-sampled
+	if p := dbPeak.Load(); p > 1 {
+		t.Fatalf("the database showed %d running jobs with live leases, global limit 1", p)
+	}
+	if p := cc.peak.Load(); p > 1 {
+		t.Fatalf("%d handlers ran at once, global limit 1", p)
+	}
+	for _, j := range jobs {
+		v, ok := cc.starts.Load(j.ID)
+		if !ok || v.(*atomic.Int64).Load() != 1 {
+			t.Errorf("job %d: started %v times, want once", j.ID, v)
+		}
+	}
+	var expired bool
+	for _, a := range mustAttempts(t, env.exec, ghost.ID) {
+		if a.Token == ghost.LeaseToken && a.Outcome == leasetype.OutcomeLeaseExpired {
+			expired = true
+		}
+	}
+	if !expired {
+		t.Errorf("job %d: no lease_expired attempt for the renewed lease of token %d", ghost.ID, ghost.LeaseToken)
+	}
+}
+
 // testClientKindLimit: a fleet-wide limit on one kind holds across two
 // clients and leaves the other kinds of the queue unlimited.
 func testClientKindLimit[TTx any](t *testing.T, b Backend[TTx]) {

@@ -128,6 +128,36 @@ func exerciseExpire[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 	})
 
+	t.Run("QueueAndKinds", func(t *testing.T) {
+		t.Parallel()
+		exec := b.New(t).GetExecutor()
+		// Expired leases: a in q, b in q2, c in q2, a in q3.
+		mustInsert(t, exec, jobParams("a", "q"), jobParams("b", "q2"), jobParams("c", "q2"), jobParams("a", "q3"))
+		var jobs []*leasetype.JobRow
+		for _, q := range []string{"q", "q2", "q3"} {
+			jobs = append(jobs, mustClaim(t, exec, claimParams(q, "w", 10, shortTTL))...)
+		}
+		if len(jobs) != 4 {
+			t.Fatalf("claimed %d jobs, want 4", len(jobs))
+		}
+		byKey := map[string]*leasetype.JobRow{}
+		for _, j := range jobs {
+			byKey[j.Queue+"/"+j.Kind] = j
+		}
+		waitLeaseExpired(t, exec, jobs...)
+
+		got := mustExpire(t, exec, &driver.JobExpireParams{Limit: 10, Queue: "q", Kinds: []string{"b"}})
+		assertSameIDs(t, "expired for queue q and kind b", jobIDs(got), []int64{byKey["q/a"].ID, byKey["q2/b"].ID})
+		got = mustExpire(t, exec, &driver.JobExpireParams{Limit: 10, Kinds: []string{"a"}})
+		assertSameIDs(t, "expired for kind a", jobIDs(got), []int64{byKey["q3/a"].ID})
+		got = mustExpire(t, exec, &driver.JobExpireParams{Limit: 10, Queue: "q3"})
+		if len(got) != 0 {
+			t.Errorf("expired for queue q3, whose lease is reclaimed: got %s, want none", describeJobs(got))
+		}
+		got = mustExpire(t, exec, &driver.JobExpireParams{Limit: 10})
+		assertSameIDs(t, "expired, unrestricted", jobIDs(got), []int64{byKey["q2/c"].ID})
+	})
+
 	t.Run("RespectsLimit", func(t *testing.T) {
 		t.Parallel()
 		exec := b.New(t).GetExecutor()

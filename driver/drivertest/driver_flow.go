@@ -105,10 +105,10 @@ func exerciseFlow[TTx any](t *testing.T, b Backend[TTx]) {
 				break
 			}
 		}
-		// The b job's lease expires; it stays running until JobExpire, but
-		// holds no slot.
+		// The b job's lease expires; it stays running until JobExpire, and
+		// is counted apart.
 		waitLeaseExpired(t, exec, expiring)
-		// Running with a live lease now: q: a, a; q2: a, c.
+		// Running with a live lease now: q: a, a; q2: a, c. Expired: q: b.
 
 		count := func(queue string, kinds ...string) *driver.RunningCount {
 			t.Helper()
@@ -121,27 +121,31 @@ func exerciseFlow[TTx any](t *testing.T, b Backend[TTx]) {
 			}
 			return got
 		}
-		check := func(got *driver.RunningCount, queue string, wantQueue int64, wantKinds map[string]int64) {
+		check := func(got *driver.RunningCount, queue string, wantQueue, wantQueueExpired int64, wantKinds, wantKindsExpired map[string]int64) {
 			t.Helper()
-			if got.Queue != wantQueue {
-				t.Errorf("JobCountRunning(%q).Queue = %d, want %d", queue, got.Queue, wantQueue)
+			if got.Queue != wantQueue || got.QueueExpired != wantQueueExpired {
+				t.Errorf("JobCountRunning(%q): Queue %d, QueueExpired %d; want %d, %d", queue, got.Queue, got.QueueExpired, wantQueue, wantQueueExpired)
 			}
 			if !maps.Equal(got.Kinds, wantKinds) { // nil and empty are equal here
 				t.Errorf("JobCountRunning(%q).Kinds = %v, want %v (every kind asked for has an entry)", queue, got.Kinds, wantKinds)
 			}
+			if !maps.Equal(got.KindsExpired, wantKindsExpired) {
+				t.Errorf("JobCountRunning(%q).KindsExpired = %v, want %v (every kind asked for has an entry)", queue, got.KindsExpired, wantKindsExpired)
+			}
 		}
-		check(count("q", "a", "b", "d"), "q", 2, map[string]int64{"a": 3, "b": 0, "d": 0})
-		check(count("q2"), "q2", 2, nil)
-		check(count("q2", "c"), "q2", 2, map[string]int64{"c": 1})
-		check(count("empty", "a"), "empty", 0, map[string]int64{"a": 3})
+		check(count("q", "a", "b", "d"), "q", 2, 1, map[string]int64{"a": 3, "b": 0, "d": 0}, map[string]int64{"a": 0, "b": 1, "d": 0})
+		check(count("q2"), "q2", 2, 0, nil, nil)
+		check(count("q2", "c"), "q2", 2, 0, map[string]int64{"c": 1}, map[string]int64{"c": 0})
+		check(count("empty", "a"), "empty", 0, 0, map[string]int64{"a": 3}, map[string]int64{"a": 0})
 
-		// Reclaiming the expired lease changes nothing; a new claim counts.
+		// Reclaiming the expired lease takes it out of the counts; a new
+		// claim counts.
 		if got := mustExpire(t, exec, &driver.JobExpireParams{Limit: 10}); len(got) != 1 || got[0].ID != expiring.ID {
 			t.Fatalf("JobExpire: got %s, want job %d", describeJobs(got), expiring.ID)
 		}
-		check(count("q", "b"), "q", 2, map[string]int64{"b": 0})
+		check(count("q", "b"), "q", 2, 0, map[string]int64{"b": 0}, map[string]int64{"b": 0})
 		mustClaimOne(t, exec, pb)
-		check(count("q", "b"), "q", 3, map[string]int64{"b": 1})
+		check(count("q", "b"), "q", 3, 0, map[string]int64{"b": 1}, map[string]int64{"b": 0})
 	})
 
 	t.Run("LockCreatesRowsInOrder", func(t *testing.T) {
