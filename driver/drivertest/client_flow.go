@@ -96,24 +96,7 @@ func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
 		env.client(nil, cfg(fmt.Sprintf("survivor-%d", i)))
 	}
 
-	// Sample the database: running jobs whose lease is live.
-	var dbPeak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			n, err := env.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: leasehold.DefaultQueue})
-			if err == nil && n.Queue > dbPeak.Load() {
-				dbPeak.Store(n.Queue)
-			}
-		}
-	}()
+	dbPeak, stop := sampleLiveLeases(env.exec, leasehold.DefaultQueue, 20*time.Millisecond)
 
 	params := make([]leasehold.InsertManyParams, jobs)
 	for i := range params {
@@ -142,19 +125,46 @@ func testClientGlobalLimit[TTx any](t *testing.T, b Backend[TTx]) {
 		}
 		return false
 	}, func() string { return fmt.Sprintf("%d handler runs, not all %d jobs completed", cc.done.Load(), jobs) })
-	close(stop)
-	<-sampled
+	stop()
 
 	if p := cc.peak.Load(); p > limit {
 		t.Fatalf("%d handlers ran at once, global limit %d", p, limit)
 	}
-	if p := dbPeak.Load(); p > limit {
+	if p := dbPeak(); p > limit {
 		t.Fatalf("the database showed %d running jobs with live leases, global limit %d", p, limit)
 	}
 	if cc.peak.Load() < limit {
 		t.Fatalf("at most %d handlers ran at once: the limit of %d was never reached, so the test proves nothing", cc.peak.Load(), limit)
 	}
-	t.Logf("%d jobs, peak %d handlers / %d live leases (limit %d), victim killed after %d", jobs, cc.peak.Load(), dbPeak.Load(), limit, killedAt)
+	t.Logf("%d jobs, peak %d handlers / %d live leases (limit %d), victim killed after %d", jobs, cc.peak.Load(), dbPeak(), limit, killedAt)
+}
+
+// sampleLiveLeases counts queue's running jobs with a live lease every
+// period, from the database, until stop is called; peak is the most it
+// counted.
+func sampleLiveLeases(exec driver.Executor, queue string, every time.Duration) (peak func() int64, stop func()) {
+	var most atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+			n, err := exec.JobCountRunning(context.Background(), &driver.JobCountRunningParams{Queue: queue})
+			if err == nil && n.Queue > most.Load() {
+				most.Store(n.Queue)
+			}
+		}
+	}()
+	var once sync.Once
+	return most.Load, func() {
+		once.Do(func() { close(done) })
+		<-sampled
+	}
 }
 
 // testClientGlobalLimitRenewalInFlight: a renewal that checked its lease
@@ -203,32 +213,8 @@ func testClientGlobalLimitRenewalInFlight[TTx any](t *testing.T, b Backend[TTx])
 	env.client(fd, leasehold.Config{ID: "limited", Workers: workers,
 		Queues: map[string]leasehold.QueueConfig{leasehold.DefaultQueue: {MaxWorkers: 5, GlobalLimit: 1}}})
 
-	// Sample the database: running jobs whose lease is live.
-	var dbPeak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			n, err := env.exec.JobCountRunning(ctx, &driver.JobCountRunningParams{Queue: leasehold.DefaultQueue})
-			if err == nil && n.Queue > dbPeak.Load() {
-				dbPeak.Store(n.Queue)
-			}
-		}
-	}()
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-sampled
-	}()
+	dbPeak, stop := sampleLiveLeases(env.exec, leasehold.DefaultQueue, 10*time.Millisecond)
+	defer stop()
 
 	// The client's limited claims run while the renewal is in flight (on
 	// SQLite they wait for its write lock).
@@ -247,9 +233,8 @@ func testClientGlobalLimitRenewalInFlight[TTx any](t *testing.T, b Backend[TTx])
 	waitFor(t, 120*time.Second, func() bool { return cc.done.Load() >= 2 }, func() string {
 		return fmt.Sprintf("%d of 2 jobs done", cc.done.Load())
 	})
-	close(stop)
-	<-sampled
-	if p := dbPeak.Load(); p > 1 {
+	stop()
+	if p := dbPeak(); p > 1 {
 		t.Fatalf("the database showed %d running jobs with live leases, global limit 1", p)
 	}
 	if p := cc.peak.Load(); p > 1 {
