@@ -255,8 +255,9 @@ WHERE running_queue IS NOT NULL AND state = 'running' AND lease_until < ` + nowE
 LIMIT ?`
 
 // jobExpireCandidatesOfSQLFormat is jobExpireCandidatesSQL restricted to the
-// running jobs of a queue (?1) and of some kinds (the %s: their
-// placeholders), each read on its running index; ?2 is the limit.
+// running jobs of a queue and of some kinds, each read on its running
+// index. Its arguments: the queue, the kinds (the %s: their placeholders),
+// the limit.
 const jobExpireCandidatesOfSQLFormat = `SELECT id FROM leasehold_job
 WHERE (running_queue = ? OR running_kind IN (%s)) AND state = 'running' AND lease_until < ` + nowExpr + `
 LIMIT ?`

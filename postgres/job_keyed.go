@@ -33,8 +33,8 @@ import (
 // jobs in the queue and, when $11 > 0, of the one kind $8 in every queue
 // (a running job holds its key's slot until its lease is reclaimed, even
 // past its expiry time, when a renewal in flight could still make it live
-// again: the package documentation, Per-key flow control), and the starts in the rate window ($12, $13,
-// window start $14); its slots are what the queue key limit $10, the kind
+// again: the package documentation, Per-key flow control), and the starts
+// in the rate window ($12, $13, window start $14); its slots are what the queue key limit $10, the kind
 // key limit $11 and the rate $15 (zero: none) leave, at most $2. A key whose
 // slots are taken costs its counts only: its jobs are not read. The counts
 // spell state = 'running' as a range so that they read the key's entries of
