@@ -37,9 +37,9 @@ import (
 // in the rate window ($12, $13, window start $14); its slots are what the
 // queue key limit $10, the kind key limit $11 and the rate $15 (zero: none)
 // leave, at most $2. A key whose slots are taken costs its counts only: its
-// jobs are not read. The counts
-// spell state = 'running' as a range so that they read the key's entries of
-// leasehold_job_flow_key_idx: the range does not imply the predicate of
+// jobs are not read. The counts spell state = 'running' as a range so that
+// they read the key's entries of leasehold_job_flow_key_idx: the range does
+// not imply the predicate of
 // leasehold_job_running_idx, which a plan made while few jobs ran would
 // pick and then scan the queue's every running job for each key.
 //
