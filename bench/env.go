@@ -71,15 +71,17 @@ var (
 
 // usage is a snapshot of the resources a round consumes.
 type resUsage struct {
-	at    time.Time
-	goCPU time.Duration         // this process, user+system
-	pgCPU map[int]time.Duration // per database server process on this machine
+	at       time.Time
+	goCPU    time.Duration         // this process, user+system
+	pgCPU    map[int]time.Duration // per database server process on this machine
+	pgFaults map[int]int64         // minor page faults, per database server process
 }
 
 // takeUsage snapshots this process's CPU and that of the server's processes
 // (Postgres: one per connection; MariaDB: one for all).
 func takeUsage(server dbServer) resUsage {
-	return resUsage{at: time.Now(), goCPU: processCPU(), pgCPU: serverCPUByPID(nil, server.procs)}
+	cpu, faults := serverUsageByPID(nil, server.procs)
+	return resUsage{at: time.Now(), goCPU: processCPU(), pgCPU: cpu, pgFaults: faults}
 }
 
 // pgCPUSince is the database server CPU used between u0 and u: for each
@@ -91,6 +93,17 @@ func (u resUsage) pgCPUSince(u0 resUsage) time.Duration {
 		d += max(t-u0.pgCPU[pid], 0)
 	}
 	return d
+}
+
+// pgFaultsSince is pgCPUSince for the server's minor page faults: a fault
+// is the kernel mapping a page the process touched for the first time,
+// as after its allocator returned memory to the kernel and took it back.
+func (u resUsage) pgFaultsSince(u0 resUsage) int64 {
+	var n int64
+	for pid, f := range u.pgFaults {
+		n += max(f-u0.pgFaults[pid], 0)
+	}
+	return n
 }
 
 func processCPU() time.Duration {
@@ -125,9 +138,15 @@ func postgresCPUByPID(pids []int) map[int]time.Duration {
 // serverCPUByPID is the CPU of each process named one of names: all of them
 // when pids is nil, else those listed.
 func serverCPUByPID(pids []int, names []string) map[int]time.Duration {
-	out := map[int]time.Duration{}
+	cpu, _ := serverUsageByPID(pids, names)
+	return cpu
+}
+
+// serverUsageByPID is serverCPUByPID with each process's minor page faults.
+func serverUsageByPID(pids []int, names []string) (map[int]time.Duration, map[int]int64) {
+	out, faults := map[int]time.Duration{}, map[int]int64{}
 	if len(names) == 0 {
-		return out
+		return out, faults
 	}
 	if pids == nil {
 		matches, _ := filepath.Glob("/proc/[0-9]*/stat")
@@ -147,7 +166,8 @@ func serverCPUByPID(pids []int, names []string) map[int]time.Duration {
 		if open < 0 || end < open || !slices.Contains(names, s[open+1:end]) {
 			continue
 		}
-		// Fields after the command: state is field 3; utime and stime are 14 and 15.
+		// Fields after the command: state is field 3; minflt is 10; utime
+		// and stime are 14 and 15.
 		f := strings.Fields(s[end+1:])
 		if len(f) < 13 {
 			continue
@@ -155,8 +175,9 @@ func serverCPUByPID(pids []int, names []string) map[int]time.Duration {
 		ut, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
 		out[pid] = time.Duration(ut+st) * clockTick
+		faults[pid], _ = strconv.ParseInt(f[7], 10, 64)
 	}
-	return out
+	return out, faults
 }
 
 // resetPeakRSS frees what it can and resets the kernel's peak-RSS mark

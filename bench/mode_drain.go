@@ -124,5 +124,6 @@ func prepareBacklog(ctx context.Context, e engine, n int) error {
 
 func makeSample(value float64, u0, u1 resUsage, jobs int, rss int64) sample {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(jobs, 1)) }
-	return sample{value: value, goCPUPerJob: per(u1.goCPU - u0.goCPU), pgCPUPerJob: per(u1.pgCPUSince(u0)), peakRSSBytes: rss}
+	return sample{value: value, goCPUPerJob: per(u1.goCPU - u0.goCPU), pgCPUPerJob: per(u1.pgCPUSince(u0)),
+		pgFaultsPerJob: float64(u1.pgFaultsSince(u0)) / float64(max(jobs, 1)), peakRSSBytes: rss}
 }

@@ -9,10 +9,12 @@ import (
 
 // sample is one round's figure for one engine.
 type sample struct {
-	value        float64
-	goCPUPerJob  float64 // µs of this process's CPU per job
-	pgCPUPerJob  float64 // µs of database server CPU per job (every server process)
-	peakRSSBytes int64
+	value       float64
+	goCPUPerJob float64 // µs of this process's CPU per job
+	pgCPUPerJob float64 // µs of database server CPU per job (every server process)
+	// pgFaultsPerJob is the database server's minor page faults per job.
+	pgFaultsPerJob float64
+	peakRSSBytes   int64
 }
 
 // series are an engine's samples in a mode, in run order.
@@ -64,14 +66,15 @@ func printThroughput(w io.Writer, mode, unit string, all []*series, server dbSer
 			}
 		}
 		var rss int64
-		var goCPU, pgCPU []float64
+		var goCPU, pgCPU, pgFaults []float64
 		for _, x := range s.samples {
 			rss = max(rss, x.peakRSSBytes)
 			goCPU, pgCPU = append(goCPU, x.goCPUPerJob), append(pgCPU, x.pgCPUPerJob)
+			pgFaults = append(pgFaults, x.pgFaultsPerJob)
 		}
 		fmt.Fprintf(&b, " | peak RSS %d MiB | CPU/job: bench process %.1f µs", rss>>20, median(goCPU))
 		if server.label != "" {
-			fmt.Fprintf(&b, ", %s %.1f µs", server.label, median(pgCPU))
+			fmt.Fprintf(&b, ", %s %.1f µs (%.2f page faults)", server.label, median(pgCPU), median(pgFaults))
 		}
 		fmt.Fprintln(w, b.String())
 	}
