@@ -174,15 +174,16 @@ func TestJobRulesAcrossMigration13(t *testing.T) {
 	}
 }
 
-// TestJobRulesOffTheLeasePath checks that the update trigger of migration
-// 13 runs only for updates that set one of its columns: the claim,
-// heartbeat and outcome statements never call it.
-func TestJobRulesOffTheLeasePath(t *testing.T) {
+// TestJobTriggersOffTheLeasePath checks that no trigger function of the job
+// table runs for the claim, heartbeat and outcome statements (their WHEN
+// conditions and column lists keep them out), keyed jobs included, and
+// that the rules' update trigger runs for an update that sets one of its
+// columns.
+func TestJobTriggersOffTheLeasePath(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	d := newTestDriver(t)
-	exec := d.GetExecutor()
-	insertJobs(t, exec, "q", 4)
+	insertKeyed(t, d, "q", []string{"a", "b", ""}, 2)
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -198,38 +199,118 @@ func TestJobRulesOffTheLeasePath(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SET LOCAL track_functions = 'pl'"); err != nil {
 		t.Fatal(err)
 	}
-	calls := func() int64 {
+	calls := func() map[string]int64 {
 		t.Helper()
-		var n int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions
-			WHERE funcname = 'leasehold_job_rules_updated'`).Scan(&n); err != nil {
+		rows, err := tx.Query(ctx, `SELECT funcname, calls FROM pg_stat_xact_user_functions
+			WHERE funcname LIKE 'leasehold%'`)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		out := map[string]int64{}
+		var (
+			name string
+			n    int64
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { out[name] = n; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 	txExec := d.UnwrapExecutor(tx)
-	jobs, err := txExec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 4, Owner: "w", DefaultLeaseTTL: time.Hour})
-	if err != nil || len(jobs) != 4 {
+	jobs, err := txExec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 6, Owner: "w", DefaultLeaseTTL: time.Hour})
+	if err != nil || len(jobs) != 6 {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}
 	if _, err := txExec.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Owner: "w", Leases: []driver.LeaseRenewal{
 		{ID: jobs[0].ID, Token: jobs[0].LeaseToken, TTL: time.Hour}}}); err != nil {
 		t.Fatal(err)
 	}
-	items := []*driver.JobFinish{
-		{ID: jobs[0].ID, Token: jobs[0].LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted},
-		{ID: jobs[1].ID, Token: jobs[1].LeaseToken, State: leasetype.JobStateRetryable, Outcome: leasetype.OutcomeFailed, Error: "e", CountError: true},
+	var items []*driver.JobFinish
+	for i, j := range jobs[:5] {
+		it := &driver.JobFinish{ID: j.ID, Token: j.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}
+		if i%2 == 1 {
+			it.State, it.Outcome, it.Error, it.CountError = leasetype.JobStateRetryable, leasetype.OutcomeFailed, "e", true
+		}
+		items = append(items, it)
 	}
-	if done, err := txExec.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: items}); err != nil || len(done) != 2 {
+	if done, err := txExec.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: items}); err != nil || len(done) != 5 {
 		t.Fatalf("finish: %v, %v", done, err)
 	}
-	if n := calls(); n != 0 {
-		t.Errorf("rule trigger calls on claim, heartbeat and outcomes = %d, want 0", n)
+	if done, err := txExec.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: []*driver.JobFinish{{
+		ID: jobs[5].ID, Token: jobs[5].LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}}}); err != nil || len(done) != 1 {
+		t.Fatalf("complete one: %v, %v", done, err)
 	}
-	if _, err := tx.Exec(ctx, "UPDATE leasehold_job SET priority = 2 WHERE id = $1", jobs[2].ID); err != nil {
+	if got := calls(); len(got) != 0 {
+		t.Errorf("trigger functions called by claim, heartbeat and outcomes: %v, want none", got)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE leasehold_job SET priority = 2 WHERE id = $1", jobs[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	if n := calls(); n != 1 {
-		t.Errorf("rule trigger calls after an update of priority = %d, want 1", n)
+	if got := calls(); got["leasehold_job_rules_updated"] != 1 || len(got) != 1 {
+		t.Errorf("trigger functions called by an update of priority: %v, want leasehold_job_rules_updated once", got)
+	}
+}
+
+// TestJobTriggersAtLatestVersion checks what the update triggers that
+// migration 13 rewrote do: a job moved to another queue brings its key
+// there, a completed job that runs again brings its key back, and a
+// completed job's lease held in its row goes to the attempt log when the
+// row changes, shown once either way.
+func TestJobTriggersAtLatestVersion(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := newTestDriver(t)
+	exec := d.GetExecutor()
+	pool := d.Pool()
+	insertKeyed(t, d, "q", []string{"a", "b"}, 1)
+	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 2, Owner: "w", DefaultLeaseTTL: time.Hour})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
+	}
+	byKey := map[string]*leasetype.JobRow{}
+	for _, j := range jobs {
+		byKey[j.Key] = j
+	}
+	a, b := byKey["a"], byKey["b"]
+	if a == nil || b == nil {
+		t.Fatalf("claimed keys %v, want a and b", byKey)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE leasehold_job SET queue = 'moved' WHERE id = $1", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := queueKeys(t, d); !slices.Contains(got, "moved/b") {
+		t.Errorf("keys after job b moved to queue moved: %v, want moved/b among them", got)
+	}
+	if done, err := exec.JobFinish(ctx, &driver.JobFinishParams{Owner: "w", Items: []*driver.JobFinish{{
+		ID: a.ID, Token: a.LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}}}); err != nil || len(done) != 1 {
+		t.Fatalf("complete job a: %v, %v", done, err)
+	}
+	history := attemptHistory(t, exec, []int64{a.ID})
+	if len(history) != 1 || logRows(t, d, a.ID) != 0 {
+		t.Fatalf("history of completed job a = %q with %d log rows, want one attempt held by the row", history, logRows(t, d, a.ID))
+	}
+	// An update that moves nothing may move the lease to the log: the
+	// history stays the same.
+	if _, err := pool.Exec(ctx, "UPDATE leasehold_job SET state = 'completed' WHERE id = $1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := attemptHistory(t, exec, []int64{a.ID}); !slices.Equal(got, history) {
+		t.Errorf("history after a no-op update = %q, want %q", got, history)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM leasehold_queue_key WHERE flow_key = 'a'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE leasehold_job SET state = 'available', finalized_at = NULL WHERE id = $1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := queueKeys(t, d); !slices.Contains(got, "q/a") {
+		t.Errorf("keys after completed job a is available again: %v, want q/a among them", got)
+	}
+	var marked bool
+	if err := pool.QueryRow(ctx, "SELECT completion_in_row FROM leasehold_job WHERE id = $1", a.ID).Scan(&marked); err != nil || marked {
+		t.Errorf("job a available again: completion_in_row %v, %v; want false", marked, err)
+	}
+	if got := attemptHistory(t, exec, []int64{a.ID}); !slices.Equal(got, history) || logRows(t, d, a.ID) != 1 {
+		t.Errorf("history of job a available again = %q with %d log rows, want %q in the log", got, logRows(t, d, a.ID), history)
 	}
 }

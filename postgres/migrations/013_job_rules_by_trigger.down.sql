@@ -1,5 +1,25 @@
--- The rules go back to CHECK constraints of the same names. Adding them
+-- The update triggers get back their conditions of version 12, and the
+-- rules go back to CHECK constraints of the same names. Adding them
 -- reads the table once, under the lock the migration's transaction holds.
+DROP TRIGGER IF EXISTS queue_key_reopen_trigger ON leasehold_job;
+DROP TRIGGER IF EXISTS queue_key_move_trigger ON leasehold_job;
+CREATE TRIGGER queue_key_update_trigger
+    AFTER UPDATE OF queue, flow_key, state ON leasehold_job
+    FOR EACH ROW
+    WHEN (NEW.flow_key IS NOT NULL AND NEW.state <> 'completed'
+        AND (OLD.state = 'completed' OR OLD.queue IS DISTINCT FROM NEW.queue
+            OR OLD.flow_key IS DISTINCT FROM NEW.flow_key))
+    EXECUTE FUNCTION leasehold_queue_key_add();
+
+DROP TRIGGER attempt_keep_update_trigger ON leasehold_job;
+CREATE TRIGGER attempt_keep_update_trigger
+    AFTER UPDATE OF state, finalized_at, lease_token, completion_in_row ON leasehold_job
+    FOR EACH ROW
+    WHEN (OLD.completion_in_row AND OLD.state = 'completed' AND (NEW.state <> 'completed'
+        OR NEW.finalized_at IS DISTINCT FROM OLD.finalized_at
+        OR NEW.lease_token <> OLD.lease_token OR NOT NEW.completion_in_row))
+    EXECUTE FUNCTION leasehold_attempt_keep();
+
 DROP TRIGGER IF EXISTS job_rules_update_trigger ON leasehold_job;
 DROP TRIGGER IF EXISTS job_rules_insert_trigger ON leasehold_job;
 DROP FUNCTION IF EXISTS leasehold_job_rules_updated();
