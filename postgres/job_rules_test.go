@@ -39,7 +39,8 @@ var jobRules = []struct {
 	{"dependency_policy", "'sometimes'", "leasehold_job_dependency_policy_check"},
 }
 
-// ruleInsertSQL inserts one valid job whose column $COL is $VAL instead.
+// ruleInsert returns an insert of one valid job, with column set to value
+// (SQL) instead when column is not empty.
 func ruleInsert(column, value string) string {
 	cols := map[string]string{
 		"kind": "'k'", "queue": "'q'", "priority": "1", "max_attempts": "3",
