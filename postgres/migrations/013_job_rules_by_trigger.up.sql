@@ -88,14 +88,12 @@ DECLARE
     bad_id bigint;
     broken text;
 BEGIN
-    SELECT n.id, leasehold_job_broken_rule(n.kind, n.queue, n.priority, n.max_attempts,
-        n.lease_ttl_ms, n.unique_finished, n.flow_key, n.sequence_key,
-        n.stage, n.dependency_policy)
-    INTO bad_id, broken
-    FROM inserted_jobs n
-    WHERE leasehold_job_broken_rule(n.kind, n.queue, n.priority, n.max_attempts,
-        n.lease_ttl_ms, n.unique_finished, n.flow_key, n.sequence_key,
-        n.stage, n.dependency_policy) IS NOT NULL
+    SELECT r.id, r.rule INTO bad_id, broken
+    FROM (SELECT n.id, leasehold_job_broken_rule(n.kind, n.queue, n.priority,
+            n.max_attempts, n.lease_ttl_ms, n.unique_finished, n.flow_key,
+            n.sequence_key, n.stage, n.dependency_policy) AS rule
+        FROM inserted_jobs n) r
+    WHERE r.rule IS NOT NULL
     LIMIT 1;
     IF broken IS NOT NULL THEN
         RAISE EXCEPTION 'new row for relation "%" violates check constraint "%"', TG_TABLE_NAME, broken
@@ -150,7 +148,8 @@ CREATE TRIGGER job_rules_insert_trigger
     EXECUTE FUNCTION leasehold_job_rules_inserted();
 
 CREATE TRIGGER job_rules_update_trigger
-    AFTER UPDATE OF kind, queue, priority, max_attempts, lease_ttl_ms, unique_finished, flow_key, sequence_key, stage, dependency_policy ON leasehold_job
+    AFTER UPDATE OF kind, queue, priority, max_attempts, lease_ttl_ms, unique_finished,
+        flow_key, sequence_key, stage, dependency_policy ON leasehold_job
     FOR EACH ROW
     EXECUTE FUNCTION leasehold_job_rules_updated();
 
