@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasetype"
 )
 
@@ -96,5 +97,49 @@ func TestFinishBoundsTx(t *testing.T) {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBoundThroughPgBouncer: behind PgBouncer in transaction mode a
+// completion in the caller's transaction bounds that transaction and keeps
+// the bound to it: the next transaction on the same server connection has
+// the server's own settings.
+func TestBoundThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := pgtest.PgBouncer(t, &pgtest.BouncerOptions{PoolSize: 1})
+	d := bouncerDriver(t, b, "exec", Options{})
+	exec := d.GetExecutor()
+	insertJobs(t, exec, "q", 1)
+	jobs, err := exec.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Max: 1, Owner: "w", DefaultLeaseTTL: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
+	}
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	ids, err := d.UnwrapExecutor(tx).JobFinish(ctx, &driver.JobFinishParams{Owner: "w", TxBound: 5 * time.Second,
+		Items: []*driver.JobFinish{{ID: jobs[0].ID, Token: jobs[0].LeaseToken, State: leasetype.JobStateCompleted, Outcome: leasetype.OutcomeCompleted}}})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("complete = %v, %v; want job %d", ids, err, jobs[0].ID)
+	}
+	var stmt, idle string
+	if err := tx.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')").Scan(&stmt, &idle); err != nil {
+		t.Fatal(err)
+	}
+	if stmt != "5s" || idle != "5s" {
+		t.Errorf("in the transaction: statement_timeout %s, idle_in_transaction_session_timeout %s; want 5s and 5s", stmt, idle)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One server connection: the next transaction is on the same backend.
+	if err := d.Pool().QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')").Scan(&stmt, &idle); err != nil {
+		t.Fatal(err)
+	}
+	if stmt == "5s" || idle == "5s" {
+		t.Errorf("after the commit: statement_timeout %s, idle_in_transaction_session_timeout %s; the bound outlived its transaction", stmt, idle)
 	}
 }

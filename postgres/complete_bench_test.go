@@ -14,27 +14,34 @@ import (
 
 // BenchmarkCompleteOne measures the completion of one lease in a caller's
 // transaction with its bound, as CompleteTx sends it (the one-lease
-// statement, jobCompleteOneSQL), against the batch statement given a batch
-// of one (jobCompleteSQL) and against the same statement with the bound's
-// earlier form (a row per setting, filtered and counted), and counts what
-// the guarantees cost: the same statement without the bound, the form of
-// schema version 11 that also inserted an attempt row (the job row holds
-// it since version 12), and a bare update of the job row (fenced on token
-// and lease only). Each iteration runs one transaction (BEGIN, the completion,
-// COMMIT) of every form in turn on one connection, so that the machine's
-// drift falls on all of them alike; which form starts rotates. Per form it reports the statement's
-// time from call to return and, when the server runs on this machine and
-// its /proc is readable, the server backend's CPU per transaction
-// (/proc/PID/schedstat, in nanoseconds):
+// statement, jobCompleteOneSQL), against the form before it
+// (clock-cte: the clock a materialized CTE that also made the settings),
+// against the batch statement given a batch of one (jobCompleteSQL) and
+// the bound's earlier form (a row per setting, filtered and counted), and
+// counts what the guarantees cost: the statement without the bound (and
+// the form before it without the bound, clock-cte-unbounded), the
+// form of schema version 11 that also inserted an attempt row (the job row
+// holds it since version 12), and a bare update of the job row (fenced on
+// token and lease only). Each iteration runs one transaction (BEGIN, the
+// completion, COMMIT) of every form in turn on one connection, so that the
+// machine's drift falls on all of them alike; which form starts rotates.
+// Per form it reports the statement's time from call to return and, when
+// the server runs on this machine and its /proc is readable, the server
+// backend's CPU per transaction (/proc/PID/schedstat, in nanoseconds):
 //
 //	go test -run '^$' -bench CompleteOne -benchtime 3000x -count 3 ./postgres
 func BenchmarkCompleteOne(b *testing.B) {
+	ctx := b.Context()
+	d := newTestDriver(b)
 	forms := []struct {
 		name string
 		sql  string
 		args func(id, token int64) []any
 	}{
 		{"one-lease", boundedFinishSQL[jobCompleteOneSQL], func(id, token int64) []any {
+			return []any{id, token, "w", int64(30000)}
+		}},
+		{"clock-cte", boundedFinish(completeOneClockSQL, 4), func(id, token int64) []any {
 			return []any{id, token, "w", int64(30000)}
 		}},
 		{"batch-of-one", boundedFinishSQL[jobCompleteSQL], func(id, token int64) []any {
@@ -44,13 +51,12 @@ func BenchmarkCompleteOne(b *testing.B) {
 			return []any{id, token, "w", int64(30000)}
 		}},
 		{"unbounded", jobCompleteOneSQL, func(id, token int64) []any { return []any{id, token, "w"} }},
+		{"clock-cte-unbounded", completeOneClockSQL, func(id, token int64) []any { return []any{id, token, "w"} }},
 		{"attempt-row", completeOneAttemptRowSQL, func(id, token int64) []any { return []any{id, token, "w"} }},
 		{"bare-update", `UPDATE leasehold_job SET state = 'completed', finalized_at = now()
 			WHERE id = $1 AND lease_token = $2 AND state = 'running' AND lease_until > now() RETURNING id`,
 			func(id, token int64) []any { return []any{id, token} }},
 	}
-	ctx := b.Context()
-	d := newTestDriver(b)
 	leases := claimForBench(b, d, b.N*len(forms))
 	conn, pid, cpuOK := benchConn(b, d)
 	stmt := make([]time.Duration, len(forms))
@@ -95,6 +101,27 @@ func BenchmarkCompleteOne(b *testing.B) {
 	}
 }
 
+// completeOneClockSQL is jobCompleteOneSQL as it was until statement
+// timestamps: its clock a materialized CTE, as the batch forms' is, joined
+// to the update; its bounded form set the settings as it read the clock.
+// For BenchmarkCompleteOne's count only.
+const completeOneClockSQL = `
+WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
+finished AS (
+	UPDATE leasehold_job SET
+		state = 'completed',
+		finalized_at = clock.fin_now,
+		completion_in_row = true
+	FROM clock
+	WHERE id = $1
+		AND lease_token = $2
+		AND lease_owner = $3
+		AND state = 'running'
+		AND lease_until > clock.fin_now
+	RETURNING id
+)
+SELECT id FROM finished`
+
 // completeOneAttemptRowSQL is jobCompleteOneSQL as schema version 11 had
 // it, inserting the lease's attempt row, for BenchmarkCompleteOne's count
 // only: since version 12 the completed job's row holds that lease.
@@ -130,7 +157,7 @@ func insertForBench(b *testing.B, d *Driver, n int) {
 // completeOneRowsBoundSQL is jobCompleteOneSQL bounded by the earlier form
 // of boundTxSettingsSQL: a row per setting, filtered, the rows counted into
 // the clock's one row. BenchmarkCompleteOne compares the two forms.
-var completeOneRowsBoundSQL = strings.Replace(jobCompleteOneSQL, finishClockSQL,
+var completeOneRowsBoundSQL = strings.Replace(completeOneClockSQL, finishClockSQL,
 	`WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now,
 	(SELECT count(*) FROM (SELECT set_config(s.name, $4::bigint::text, true)
 		FROM (VALUES ('idle_in_transaction_session_timeout'), ('statement_timeout'), ('transaction_timeout')) AS s(name)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -217,63 +215,27 @@ SELECT id FROM finished`
 // transaction; an idle client's completer sends batches of one too. For
 // those, the batch form is mostly setup: the server builds its arrays'
 // function scans and the ids' range; here the update finds the row by its
-// primary key. Measured: BenchmarkCompleteOne.
+// primary key. It is a plain UPDATE: its clock is statement_timestamp(),
+// the time the server read the statement, one reading for the whole
+// statement, taken before the update waits for any row, as the batch
+// forms' materialized clock is; that CTE, scanned and joined for one row,
+// cost a call 4–6 µs more of server CPU (BenchmarkCompleteOne's forms
+// unbounded and clock-cte-unbounded).
 //
 // Both write the job row alone: it holds the completing lease, marked
 // completion_in_row, which the leasehold_attempt view presents as its
 // attempt (migration 12).
 const jobCompleteOneSQL = `
-WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now),
-finished AS (
-	UPDATE leasehold_job SET
-		state = 'completed',
-		finalized_at = clock.fin_now,
-		completion_in_row = true
-	FROM clock
-	WHERE id = $1
-		AND lease_token = $2
-		AND lease_owner = $3
-		AND state = 'running'
-		AND lease_until > clock.fin_now
-	RETURNING id
-)
-SELECT id FROM finished`
-
-// jobBoundTxSQL bounds the caller's transaction to $1 milliseconds from
-// now, for the rest of the transaction only (set_config's is_local, as SET
-// LOCAL): the server aborts it when it stays idle that long
-// (idle_in_transaction_session_timeout: the session is terminated, which
-// ends the transaction and frees its row locks), when one statement runs
-// that long (statement_timeout), and, on Postgres 17 and later, when the
-// whole rest of the transaction takes that long (transaction_timeout; the
-// timer starts when it is set). current_setting with missing_ok skips a
-// setting the server does not have, and a setting already tighter is kept
-// (the settings read as intervals: '0', '30s', '5min'). It reads the three
-// settings by name: pg_settings would materialize every setting of the
-// server on each call, which cost more server time than the completion
-// itself. A pooler in transaction mode keeps the settings to the
-// transaction too.
-var jobBoundTxSQL = `SELECT ` + boundTxSettingsSQL(1)
-
-// boundTxSettings are the settings jobBoundTxSQL lowers.
-var boundTxSettings = []string{"idle_in_transaction_session_timeout", "statement_timeout", "transaction_timeout"}
-
-// boundTxSettingsSQL is jobBoundTxSQL after its SELECT, the bound being
-// argument $arg: one column per setting, which sets it when it is
-// disabled or looser than the bound (NULL for a setting the server does
-// not have). Columns of one row, not a row per setting filtered and
-// counted: the server builds no scan, filter or aggregate on each call (a
-// few µs per call, BenchmarkCompleteOne's form bound-as-rows).
-func boundTxSettingsSQL(arg int) string {
-	cols := make([]string, len(boundTxSettings))
-	for i, name := range boundTxSettings {
-		cols[i] = strings.NewReplacer("$S", name, "$B", fmt.Sprintf("$%d", arg)).Replace(
-			`CASE WHEN current_setting('$S', true)::interval <= interval '0'
-		OR current_setting('$S', true)::interval > $B::bigint * interval '1 millisecond'
-	THEN set_config('$S', $B::bigint::text, true) END`)
-	}
-	return strings.Join(cols, ",\n\t")
-}
+UPDATE leasehold_job SET
+	state = 'completed',
+	finalized_at = statement_timestamp(),
+	completion_in_row = true
+WHERE id = $1
+	AND lease_token = $2
+	AND lease_owner = $3
+	AND state = 'running'
+	AND lease_until > statement_timestamp()
+RETURNING id`
 
 // jobExpireSQL reclaims up to $1 running jobs whose lease expired; with $3
 // or $4 set, only those of queue $3 or of a kind in $4. Locking
@@ -448,48 +410,6 @@ func (e *executor) JobFinish(ctx context.Context, params *driver.JobFinishParams
 	return e.queryIDs(ctx, "finish leases", query, args...)
 }
 
-// finishBounded writes the outcomes in the caller's transaction and bounds
-// that transaction (jobBoundTxSQL's settings) in the same statement:
-// query's variant that sets them as it reads the clock (boundedFinish), one
-// statement and one round trip, as a completion in the caller's
-// transaction (CompleteTx) costs the handler's connection that much time.
-// The settings are made whenever the statement writes a row: the clock it
-// reads is a row of every row it writes.
-func (e *executor) finishBounded(ctx context.Context, bound time.Duration, query string, args []any) ([]int64, error) {
-	bounded, ok := boundedFinishSQL[query]
-	if !ok {
-		return nil, fmt.Errorf("finish leases: no bounded form of the outcome statement")
-	}
-	args = append(args, (bound + time.Millisecond - 1).Milliseconds())
-	return e.queryIDs(ctx, "finish leases", bounded, args...)
-}
-
-// finishClockSQL starts jobCompleteSQL, jobCompleteOneSQL and
-// jobFinishSQL: the clock they read once.
-const finishClockSQL = `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now)`
-
-// boundedFinishSQL maps the outcome statements to their bounded forms
-// (finishBounded), which take the bound in milliseconds as one more
-// argument.
-var boundedFinishSQL = map[string]string{
-	jobCompleteSQL:    boundedFinish(jobCompleteSQL, 4),
-	jobCompleteOneSQL: boundedFinish(jobCompleteOneSQL, 4),
-	jobFinishSQL:      boundedFinish(jobFinishSQL, 9),
-}
-
-// boundedFinish returns query, which starts with finishClockSQL, with the
-// clock also applying jobBoundTxSQL's settings (columns of its row), the
-// bound being argument $arg. The clock is a materialized CTE: its row, and
-// so the settings, is computed before the update writes a row.
-func boundedFinish(query string, arg int) string {
-	if !strings.HasPrefix(strings.TrimSpace(query), finishClockSQL) {
-		panic("postgres: the outcome statement does not start with its clock")
-	}
-	clock := `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS fin_now,
-	` + boundTxSettingsSQL(arg) + `)`
-	return strings.Replace(query, finishClockSQL, clock, 1)
-}
-
 // finishQuery returns the statement that writes params (jobCompleteOneSQL
 // for one plain completion, jobCompleteSQL when every item is one, else
 // jobFinishSQL) and its arguments.
@@ -631,19 +551,6 @@ func readFinishAndClaim(br pgx.BatchResults, limit int) ([]int64, []*leasetype.J
 	}
 	return written, claimed, nil
 }
-
-// boundTx runs jobBoundTxSQL with bound, rounded up to a millisecond.
-func (e *executor) boundTx(ctx context.Context, bound time.Duration) error {
-	ms := (bound + time.Millisecond - 1).Milliseconds()
-	if _, err := e.db.Exec(ctx, jobBoundTxSQL, ms); err != nil {
-		return fmt.Errorf("finish leases: bound the transaction: %w", translateError(err))
-	}
-	return nil
-}
-
-// BoundsTx reports true: JobFinish bounds a caller's transaction with the
-// server's timeouts (see jobBoundTxSQL).
-func (d *Driver) BoundsTx() bool { return true }
 
 func (e *executor) JobExpire(ctx context.Context, params *driver.JobExpireParams) ([]*leasetype.JobRow, error) {
 	if params.Limit < 1 {
