@@ -219,8 +219,8 @@ SELECT id FROM finished`
 // the time the server read the statement, one reading for the whole
 // statement, taken before the update waits for any row, as the batch
 // forms' materialized clock is; that CTE, scanned and joined for one row,
-// cost a call 4–6 µs more of server CPU (BenchmarkCompleteOne's forms
-// unbounded and clock-cte-unbounded).
+// cost a call 6–12 µs more of server CPU in 5 runs of 6
+// (BenchmarkCompleteOne's forms unbounded and clock-cte-unbounded).
 //
 // Both write the job row alone: it holds the completing lease, marked
 // completion_in_row, which the leasehold_attempt view presents as its
