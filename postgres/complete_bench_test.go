@@ -32,8 +32,6 @@ import (
 //
 //	go test -run '^$' -bench CompleteOne -benchtime 3000x -count 3 ./postgres
 func BenchmarkCompleteOne(b *testing.B) {
-	ctx := b.Context()
-	d := newTestDriver(b)
 	forms := []struct {
 		name string
 		sql  string
@@ -58,6 +56,8 @@ func BenchmarkCompleteOne(b *testing.B) {
 			WHERE id = $1 AND lease_token = $2 AND state = 'running' AND lease_until > now() RETURNING id`,
 			func(id, token int64) []any { return []any{id, token} }},
 	}
+	ctx := b.Context()
+	d := newTestDriver(b)
 	leases := claimForBench(b, d, b.N*len(forms))
 	conn, pid, cpuOK := benchConn(b, d)
 	stmt := make([]time.Duration, len(forms))
