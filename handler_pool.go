@@ -7,29 +7,80 @@ import (
 )
 
 // handlerPool runs a producer's jobs on goroutines that outlive one job.
-// A goroutine that finished a job waits for the next one, so a busy queue
-// reuses goroutines instead of starting one per job. Each job still gets its
-// own context, panic recovery and outcome write (runJob); only the goroutine
-// is reused. Waiting goroutines are handed jobs most recently idle first
-// (their stacks are the likeliest to still be grown). Those that waited
-// longer than handlerIdle are retired, oldest first, when the next job
-// arrives, and all of them when the producer closes the pool (the client
-// stops); a goroutine waiting in between holds only its stack.
+//
+// Jobs handed to the pool join its queue. A goroutine that finishes a job
+// takes the next one queued without waiting, so a busy queue of short jobs
+// runs on a few goroutines that never park between jobs. No job waits
+// behind a slow one, though: whenever a goroutine takes a job and more are
+// queued, it hands the next one to another goroutine (a waiting one, the
+// most recently idle first, or a new one), unless a goroutine so handed a
+// job has not started it yet. That one does the same when it starts, so a
+// claim of jobs that all block (on the network, say) spreads over as many
+// goroutines as it has jobs, one start after another, while a claim of
+// jobs that end in microseconds wakes only as many goroutines as start
+// while the first ones work through the queue. Each job still gets its own
+// context, panic recovery and outcome write (runJob); only the goroutine
+// is reused.
+//
+// Goroutines that waited longer than handlerIdle are retired, oldest first,
+// when the next jobs arrive, and all of them when the producer closes the
+// pool (the client stops); a goroutine waiting in between holds only its
+// stack. Jobs handed over before close still run.
 type handlerPool struct {
-	mu      sync.Mutex
-	idle    []*handlerWorker // waiting goroutines, the most recently idle last
-	closed  bool
-	live    atomic.Int64 // goroutines of the pool, running or waiting
-	maxIdle time.Duration
+	mu     sync.Mutex
+	idle   []*handlerWorker // waiting goroutines, the most recently idle last
+	queued handedQueue      // jobs no goroutine has taken yet
+	// starting counts the goroutines handed a job that have not started
+	// it yet: while one has not, a goroutine taking a job hands none on.
+	starting int
+	closed   bool
+	live     atomic.Int64 // goroutines of the pool, running or waiting
+	maxIdle  time.Duration
 	// epoch is when the pool was made: the goroutines' idle times count
 	// from it on the monotonic clock alone (time.Since), which costs less
 	// per job than time.Now.
 	epoch time.Time
 }
 
-// handlerWorker is one goroutine of the pool.
+// handed is a job handed to the pool, with what runs it.
+type handed struct {
+	l    *lease
+	work func(*lease)
+}
+
+// handedQueue is the pool's queue of jobs, oldest first.
+type handedQueue struct {
+	items []handed
+	head  int
+}
+
+func (q *handedQueue) len() int { return len(q.items) - q.head }
+
+func (q *handedQueue) push(ls []*lease, work func(*lease)) {
+	if q.head > 0 && q.head >= len(q.items)/2 {
+		// Move the queued jobs down rather than grow past taken slots.
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	for _, l := range ls {
+		q.items = append(q.items, handed{l: l, work: work})
+	}
+}
+
+func (q *handedQueue) pop() handed {
+	h := q.items[q.head]
+	q.items[q.head] = handed{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return h
+}
+
+// handerWorker is one goroutine of the pool.
 type handlerWorker struct {
-	jobs  chan *lease   // capacity 1: handing a job over never blocks; nil retires it
+	jobs  chan handed   // capacity 1: handing a job over never blocks; a nil lease retires it
 	since time.Duration // when it started waiting, since the pool's epoch
 }
 
@@ -46,84 +97,126 @@ func (hp *handlerPool) open() {
 	hp.mu.Unlock()
 }
 
-// close retires the waiting goroutines; the running ones exit when their job
-// ends.
+// close retires the waiting goroutines; the running ones exit when no job
+// is left queued.
 func (hp *handlerPool) close() {
 	hp.mu.Lock()
 	idle := hp.idle
 	hp.idle, hp.closed = nil, true
 	hp.mu.Unlock()
 	for _, w := range idle {
-		w.jobs <- nil
+		w.jobs <- handed{}
 	}
 }
 
-// run has work(l) called on a waiting goroutine, or on a new one when none
-// waits: a job never queues behind another.
+// run has work(l) called on a goroutine of the pool.
 func (hp *handlerPool) run(l *lease, work func(*lease)) {
 	hp.runAll([]*lease{l}, work)
 }
 
-// runAll is run for each of ls, handing them to the waiting goroutines
-// (most recently idle first) a chunk at a time, so that a claim costs the
-// pool's lock and clock once per chunk, not once per job.
+// runAll has work called on each of ls, in order, on the pool's goroutines:
+// it queues them and, unless a goroutine handed a job has yet to start it,
+// hands the first to a goroutine, which hands on the next (see
+// handlerPool). It costs the pool's lock and clock once per call.
 func (hp *handlerPool) runAll(ls []*lease, work func(*lease)) {
-	var taken [handOffChunk]*handlerWorker
-	for len(ls) > 0 {
-		chunk := ls[:min(len(ls), handOffChunk)]
-		ls = ls[len(chunk):]
-		now := time.Since(hp.epoch)
+	if len(ls) == 0 {
+		return
+	}
+	now := time.Since(hp.epoch)
+	hp.mu.Lock()
+	// Retire the goroutines that waited too long (the oldest are first).
+	var retire []*handlerWorker
+	for len(hp.idle) > 0 && now-hp.idle[0].since > hp.maxIdle {
+		retire = append(retire, hp.idle[0])
+		hp.idle[0] = nil
+		hp.idle = hp.idle[1:]
+	}
+	hp.queued.push(ls, work)
+	w, h := hp.handOnLocked()
+	hp.mu.Unlock()
+	for _, r := range retire {
+		r.jobs <- handed{}
+	}
+	hp.start(w, h)
+}
+
+// handOnLocked takes the next queued job for another goroutine when one is
+// queued and no goroutine handed a job has yet to start it: the goroutine
+// (a waiting one, or nil for a new one) and the job, which start sends.
+// With none to hand on, the job's lease is nil. hp.mu is held.
+func (hp *handlerPool) handOnLocked() (*handlerWorker, handed) {
+	if hp.starting > 0 || hp.queued.len() == 0 {
+		return nil, handed{}
+	}
+	hp.starting++
+	h := hp.queued.pop()
+	if n := len(hp.idle); n > 0 {
+		w := hp.idle[n-1]
+		hp.idle[n-1] = nil
+		hp.idle = hp.idle[:n-1]
+		return w, h
+	}
+	return nil, h
+}
+
+// start sends h to w, or to a new goroutine when w is nil; it does nothing
+// when h holds no job.
+func (hp *handlerPool) start(w *handlerWorker, h handed) {
+	switch {
+	case h.l == nil:
+	case w != nil:
+		w.jobs <- h
+	default:
+		hp.live.Add(1)
+		go hp.serve(&handlerWorker{jobs: make(chan handed, 1)}, h)
+	}
+}
+
+// serve runs h, then the jobs queued and those handed to it, until it is
+// retired.
+func (hp *handlerPool) serve(w *handlerWorker, h handed) {
+	defer hp.exit()
+	for h.l != nil {
 		hp.mu.Lock()
-		// Retire the goroutines that waited too long (the oldest are first).
-		var retire []*handlerWorker
-		for len(hp.idle) > 0 && now-hp.idle[0].since > hp.maxIdle {
-			retire = append(retire, hp.idle[0])
-			hp.idle = hp.idle[1:]
-		}
-		n := 0
-		for ; n < len(chunk) && len(hp.idle) > 0; n++ {
-			last := len(hp.idle) - 1
-			taken[n], hp.idle[last] = hp.idle[last], nil
-			hp.idle = hp.idle[:last]
-		}
+		hp.starting--
+		nw, next := hp.handOnLocked()
 		hp.mu.Unlock()
-		for _, r := range retire {
-			r.jobs <- nil
-		}
-		for i, l := range chunk {
-			if i < n {
-				taken[i].jobs <- l
-				taken[i] = nil
+		hp.start(nw, next)
+		for {
+			h.work(h.l)
+			hp.mu.Lock()
+			if hp.queued.len() > 0 {
+				h = hp.queued.pop()
+				nw, next := hp.handOnLocked()
+				hp.mu.Unlock()
+				hp.start(nw, next)
 				continue
 			}
-			hp.live.Add(1)
-			go hp.serve(&handlerWorker{jobs: make(chan *lease, 1)}, l, work)
-		}
-	}
-}
-
-// handOffChunk is how many jobs runAll hands over per look at the waiting
-// goroutines.
-const handOffChunk = 64
-
-// serve runs l, then the jobs handed to it, until it is retired.
-func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
-	defer hp.live.Add(-1)
-	for l != nil {
-		work(l)
-		hp.mu.Lock()
-		if hp.closed {
+			if hp.closed {
+				hp.mu.Unlock()
+				return
+			}
+			w.since = time.Since(hp.epoch)
+			hp.idle = append(hp.idle, w)
 			hp.mu.Unlock()
-			return
+			break
 		}
-		w.since = time.Since(hp.epoch)
-		hp.idle = append(hp.idle, w)
-		hp.mu.Unlock()
-		l = w.next()
+		h = w.next()
 	}
 }
 
-// next waits for the goroutine's next job (nil retires it) with
+// exit ends a goroutine of the pool. One that ends inside a job
+// (runtime.Goexit in a handler) may leave jobs queued that it would have
+// run or handed on: they are handed on here.
+func (hp *handlerPool) exit() {
+	hp.live.Add(-1)
+	hp.mu.Lock()
+	w, h := hp.handOnLocked()
+	hp.mu.Unlock()
+	hp.start(w, h)
+}
+
+// next waits for the goroutine's next job (a nil lease retires it) with
 // stackReserve bytes of its stack in use.
 //
 // The garbage collector halves the stack of a goroutine that uses less than
@@ -136,11 +229,11 @@ func (hp *handlerPool) serve(w *handlerWorker, l *lease, work func(*lease)) {
 // of up to 4×stackReserve as it is; larger stacks still shrink.
 //
 //go:noinline
-func (w *handlerWorker) next() *lease {
+func (w *handlerWorker) next() handed {
 	var reserve [stackReserve]byte
-	l := <-w.jobs
+	h := <-w.jobs
 	keepStack(&reserve)
-	return l
+	return h
 }
 
 // stackReserve is the stack a waiting handler goroutine keeps in use.

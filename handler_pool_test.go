@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -97,9 +98,10 @@ func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
 	hp := newHandlerPool()
 	defer hp.close()
 	const waiting, jobs = 3, 2*handOffChunk + 5
-	// A goroutine runs the work it started with: the warm-up jobs (token
-	// 0) only name their goroutine.
+	// The warm-up jobs (token 0) name their goroutine and wait for one
+	// another, so that each has a goroutine of its own.
 	first := make(chan uint64, waiting)
+	warm := make(chan struct{})
 	release := make(chan struct{})
 	var (
 		mu      sync.Mutex
@@ -109,6 +111,7 @@ func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
 	work := func(l *lease) {
 		if l.token == 0 {
 			first <- goid()
+			<-warm
 			return
 		}
 		mu.Lock()
@@ -124,6 +127,7 @@ func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
 	for range waiting {
 		idle[<-first] = true
 	}
+	close(warm)
 	waitUntil(t, "the goroutines to wait for jobs", func() bool { return idleCount(hp) == waiting })
 	started.Add(jobs)
 	ls := make([]*lease, jobs)
@@ -141,6 +145,52 @@ func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
 			t.Errorf("waiting goroutine %d took no job", id)
 		}
 	}
+}
+
+// TestHandlerPoolShortJobsShareGoroutines: a burst of jobs that end at once
+// runs each job once, on far fewer goroutines than jobs: a goroutine that
+// ends a job takes the next one queued, and hands one on only when the
+// goroutine it last handed one to has started.
+func TestHandlerPoolShortJobsShareGoroutines(t *testing.T) {
+	t.Parallel()
+	hp := newHandlerPool()
+	defer hp.close()
+	const jobs = 10000
+	var ran sync.WaitGroup
+	ran.Add(jobs)
+	counts := make([]atomic.Int32, jobs)
+	ls := make([]*lease, jobs)
+	for i := range ls {
+		ls[i] = &lease{token: int64(i)}
+	}
+	hp.runAll(ls, func(l *lease) { counts[l.token].Add(1); ran.Done() })
+	ran.Wait()
+	for i := range counts {
+		if n := counts[i].Load(); n != 1 {
+			t.Fatalf("job %d ran %d times", i, n)
+		}
+	}
+	if n := hp.live.Load(); n > jobs/10 {
+		t.Fatalf("%d jobs that end at once ran on %d goroutines", jobs, n)
+	}
+}
+
+// TestHandlerPoolGoexitHandsOn: jobs queued behind ones whose goroutines
+// end inside the job (runtime.Goexit) still run.
+func TestHandlerPoolGoexitHandsOn(t *testing.T) {
+	t.Parallel()
+	hp := newHandlerPool()
+	defer hp.close()
+	const jobs = 50
+	var ran sync.WaitGroup
+	ran.Add(jobs)
+	ls := make([]*lease, jobs)
+	for i := range ls {
+		ls[i] = &lease{}
+	}
+	hp.runAll(ls, func(*lease) { ran.Done(); runtime.Goexit() })
+	ran.Wait()
+	waitUntil(t, "the goroutines to be gone", func() bool { return hp.live.Load() == 0 })
 }
 
 // TestHandlerPoolGoroutinesExit: waiting goroutines exit when the pool

@@ -515,6 +515,10 @@ func (c *clientCore) startCounted(p *producer, rows []*leasetype.JobRow, sentAt 
 	}
 }
 
+// handOffChunk is how many of a claim's rows startCounted makes leases of
+// and hands to the handler pool at a time.
+const handOffChunk = 64
+
 // maxClaimsInFlight is the most claims of one queue that run at once;
 // minOverlapClaim is the fewest free workers that start a claim while
 // another is in flight.
