@@ -149,8 +149,8 @@ func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
 
 // TestHandlerPoolShortJobsShareGoroutines: a burst of jobs that end at once
 // runs each job once, on far fewer goroutines than jobs: a goroutine that
-// ends a job takes the next one queued, and hands one on only when the
-// goroutine it last handed one to has started.
+// ends a job takes the next one queued, and hands one on only while fewer
+// than GOMAXPROCS goroutines handed one have yet to start it.
 func TestHandlerPoolShortJobsShareGoroutines(t *testing.T) {
 	t.Parallel()
 	hp := newHandlerPool()
