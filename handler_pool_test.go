@@ -153,44 +153,52 @@ func TestHandlerPoolRunAllStartsEveryJob(t *testing.T) {
 // than GOMAXPROCS goroutines handed one have yet to start it.
 func TestHandlerPoolShortJobsShareGoroutines(t *testing.T) {
 	t.Parallel()
-	hp := newHandlerPool()
-	defer hp.close()
 	const jobs = 10000
-	var ran sync.WaitGroup
-	ran.Add(jobs)
-	counts := make([]atomic.Int32, jobs)
-	ls := make([]*lease, jobs)
-	for i := range ls {
-		ls[i] = &lease{token: int64(i)}
-	}
-	hp.runAll(ls, func(l *lease) { counts[l.token].Add(1); ran.Done() })
-	ran.Wait()
-	for i := range counts {
-		if n := counts[i].Load(); n != 1 {
-			t.Fatalf("job %d ran %d times", i, n)
-		}
-	}
+	hp := runBurst(t, jobs, func() {})
 	if n := hp.live.Load(); n > jobs/10 {
 		t.Fatalf("%d jobs that end at once ran on %d goroutines", jobs, n)
 	}
 }
 
 // TestHandlerPoolGoexitHandsOn: jobs queued behind ones whose goroutines
-// end inside the job (runtime.Goexit) still run.
+// end inside the job (runtime.Goexit) still run, each once.
 func TestHandlerPoolGoexitHandsOn(t *testing.T) {
 	t.Parallel()
+	hp := runBurst(t, 50, runtime.Goexit)
+	waitUntil(t, "the goroutines to be gone", func() bool { return hp.live.Load() == 0 })
+}
+
+// runBurst hands jobs jobs to a new pool at once, each counting its run and
+// then calling end, and fails t unless each runs once. The pool closes when
+// t ends.
+func runBurst(t *testing.T, jobs int, end func()) *handlerPool {
+	t.Helper()
 	hp := newHandlerPool()
-	defer hp.close()
-	const jobs = 50
+	t.Cleanup(hp.close)
 	var ran sync.WaitGroup
 	ran.Add(jobs)
-	ls := make([]*lease, jobs)
-	for i := range ls {
-		ls[i] = &lease{}
-	}
-	hp.runAll(ls, func(*lease) { ran.Done(); runtime.Goexit() })
+	counts := make([]atomic.Int32, jobs)
+	hp.runAll(numberedLeases(jobs), func(l *lease) {
+		counts[l.token].Add(1)
+		ran.Done()
+		end()
+	})
 	ran.Wait()
-	waitUntil(t, "the goroutines to be gone", func() bool { return hp.live.Load() == 0 })
+	for i := range counts {
+		if n := counts[i].Load(); n != 1 {
+			t.Fatalf("job %d ran %d times", i, n)
+		}
+	}
+	return hp
+}
+
+// numberedLeases returns n leases whose tokens are 0 to n-1.
+func numberedLeases(n int) []*lease {
+	ls := make([]*lease, n)
+	for i := range ls {
+		ls[i] = &lease{token: int64(i)}
+	}
+	return ls
 }
 
 // TestHandlerPoolGoroutinesExit: waiting goroutines exit when the pool
