@@ -86,7 +86,7 @@ func (q *handedQueue) pop() handed {
 	return h
 }
 
-// handerWorker is one goroutine of the pool.
+// handlerWorker is one goroutine of the pool.
 type handlerWorker struct {
 	jobs  chan handed   // capacity 1: handing a job over never blocks; a nil lease retires it
 	since time.Duration // when it started waiting, since the pool's epoch
@@ -164,9 +164,9 @@ func (hp *handlerPool) runAll(ls []*lease, work func(*lease)) {
 
 // handOnLocked takes the next queued job for another goroutine when one is
 // queued and fewer than maxStarting goroutines handed a job have yet to
-// start it: the goroutine
-// (a waiting one, or nil for a new one) and the job, which start sends.
-// With none to hand on, the job's lease is nil. hp.mu is held.
+// start it. It returns the goroutine (a waiting one, or nil for a new one)
+// and the job, for start to send; with none to hand on, the job's lease is
+// nil. hp.mu is held.
 func (hp *handlerPool) handOnLocked() (*handlerWorker, handed) {
 	if hp.starting >= hp.maxStarting || hp.queued.len() == 0 {
 		return nil, handed{}
