@@ -23,6 +23,9 @@ type producer struct {
 	// jobNanos is a moving average of how long the queue's handlers run,
 	// in nanoseconds (observeJob): how long gatherWait may hold a claim.
 	jobNanos atomic.Int64
+	// claimNanos is how long the loop's last claim took, from sending it
+	// to its return, in nanoseconds: how long gatherWait spaces claims.
+	claimNanos atomic.Int64
 
 	mu      sync.Mutex
 	running int
@@ -217,17 +220,23 @@ func (p *producer) claimed(full bool, retryIn time.Duration) {
 // gatherWait is how long the loop holds a claim of free workers back to
 // gather more into it, zero when it claims now. It waits only while the
 // queue has a backlog (the last claim was full: the jobs claimed later
-// would wait anyway) and jobs still run, until a quarter of the workers
-// are free or gatherFor(the handlers' mean run time) has passed since the
-// last claim started. Queues with fleet-wide limits claim as before.
+// would wait anyway) and jobs still run, until gatherFor(the handlers'
+// mean run time) has passed since the last claim started, or sooner once
+// a quarter of the workers are free and claimSpacing times the last
+// claim's duration has passed. Queues with fleet-wide limits claim as
+// before.
 func (p *producer) gatherWait(free int, lastClaim time.Time) time.Duration {
 	p.mu.Lock()
 	backlog, running := p.backlog, p.running
 	p.mu.Unlock()
-	if !backlog || running == 0 || free >= max(1, p.maxWorkers/4) || p.flow.limited() {
+	if !backlog || running == 0 || p.flow.limited() {
 		return 0
 	}
-	return max(0, gatherFor(time.Duration(p.jobNanos.Load()))-time.Since(lastClaim))
+	gather := gatherFor(time.Duration(p.jobNanos.Load()))
+	if free >= max(1, p.maxWorkers/4) {
+		gather = min(gather, claimSpacing*time.Duration(p.claimNanos.Load()))
+	}
+	return max(0, gather-time.Since(lastClaim))
 }
 
 // gatherFor is the longest a claim of a queue with a backlog gathers freed
@@ -260,8 +269,17 @@ func (p *producer) observeJob(d time.Duration) {
 }
 
 // backlogGather and maxBacklogGather bound how long a claim of a queue
-// with a backlog gathers freed workers (gatherFor).
+// with a backlog gathers freed workers (gatherFor). claimSpacing is the
+// least time from one such claim's start to the next, in multiples of the
+// last claim's duration: a claim that takes long shows a busy database,
+// and fewer, larger claims cost it less a job. Without it, a claim would
+// follow the last one's return at once whenever a quarter of the workers
+// freed during that one, as where handlers end at the pace of a small pool
+// of the application's: the payments bench (100 workers, pool 20) then
+// claimed 29 jobs a claim instead of 36 and ran 0.6 more transactions per
+// 100 jobs.
 const (
+	claimSpacing     = 2
 	backlogGather    = 10 * time.Millisecond
 	maxBacklogGather = 50 * time.Millisecond
 )
@@ -329,14 +347,30 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 	var lastClaim time.Time // when the loop's last claim started
 	errWait := 50 * time.Millisecond
 	for {
+		// A claim that has returned is taken before anything else: select
+		// picks at random among the cases ready, and with a wake-up ready
+		// after every insert a returned claim (and the claim deferred until
+		// it returns) would wait one cooldown after another.
+		var (
+			d        claimDone
+			returned bool
+		)
 		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-		case <-gather.C:
-		case <-poll.C:
-			p.rewind()
-		case d := <-done:
+		case d = <-done:
+			returned = true
+		default:
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			case <-gather.C:
+			case <-poll.C:
+				p.rewind()
+			case d = <-done:
+				returned = true
+			}
+		}
+		if returned {
 			inFlight--
 			if d.err != nil {
 				if ctx.Err() != nil {
@@ -362,8 +396,10 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 				continue
 			}
 		}
+		started := false
 		switch {
 		case free > 0 && (inFlight == 0 || inFlight < maxClaimsInFlight && free >= minOverlapClaim && !p.flow.limited()):
+			started = true
 			limit := free
 			inFlight++
 			lastClaim = time.Now()
@@ -388,7 +424,13 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			}
 		}
 		poll.Reset(p.nextPoll(c.cfg.PollInterval))
-		sleepCtx(ctx, c.cfg.FetchCooldown)
+		if started {
+			// The cooldown spaces the starts of claims. The loop sleeps
+			// only after starting one: a claim deferred until one in
+			// flight returns, or until a worker frees, starts at once
+			// then, as the cooldown since the last start has passed.
+			sleepCtx(ctx, c.cfg.FetchCooldown)
+		}
 	}
 }
 
@@ -418,6 +460,7 @@ func (c *clientCore) claimAndStart(ctx context.Context, p *producer, limit int) 
 	params := c.claimParams(p.queue, limit)
 	params.After = p.claimFrom(sentAt, c.cfg.PollInterval)
 	rows, err := c.claimConfirming(ctx, params)
+	p.claimNanos.Store(int64(time.Since(sentAt)))
 	if err != nil {
 		p.advance(nil, false)
 		return err

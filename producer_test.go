@@ -22,6 +22,8 @@ type slowClaimDriver struct {
 	inFlight    int
 	maxInFlight int
 	claims      int
+	starts      []time.Time // when each claim began
+	ends        []time.Time // when each claim returned, in the order they did
 }
 
 func (d *slowClaimDriver) GetExecutor() driver.Executor {
@@ -37,11 +39,13 @@ func (e *slowClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimPara
 	e.d.mu.Lock()
 	e.d.inFlight++
 	e.d.claims++
+	e.d.starts = append(e.d.starts, time.Now())
 	e.d.maxInFlight = max(e.d.maxInFlight, e.d.inFlight)
 	e.d.mu.Unlock()
 	defer func() {
 		e.d.mu.Lock()
 		e.d.inFlight--
+		e.d.ends = append(e.d.ends, time.Now())
 		e.d.mu.Unlock()
 	}()
 	time.Sleep(e.d.delay)
@@ -161,6 +165,77 @@ func TestRestartAfterClaimInFlight(t *testing.T) {
 			t.Fatalf("the restarted client never ran the job: stats %+v", c.Stats())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDeferredClaimStartsOnReturn: while wake-ups keep arriving, a claim
+// asked for while another is in flight starts as soon as that one has
+// returned and the cooldown since its start has passed. The loop used to
+// pick at random between a wake-up and the returned claim, and slept a
+// cooldown after every wake-up it deferred, so the claim after a fast one
+// came a cooldown or more late half the time, and the claim after a slow
+// one always did. Claims here are of 10 workers, with jobs inserted one
+// every 2 ms: each claim is full, and a wake-up is always waiting.
+func TestDeferredClaimStartsOnReturn(t *testing.T) {
+	t.Parallel()
+	const cooldown = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		claim time.Duration
+	}{
+		{"claim shorter than the cooldown", 20 * time.Millisecond},
+		{"claim longer than the cooldown", 350 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			d := &slowClaimDriver{Driver: newTestSQLite(t), delay: tc.claim}
+			w := NewWorkers()
+			AddWorker(w, WorkFunc[overlapArgs](func(context.Context, *Job[overlapArgs]) error { return nil }))
+			c, err := NewClient(d, &Config{Workers: w, Logger: slog.New(slog.DiscardHandler), FetchCooldown: cooldown,
+				Queues: map[string]QueueConfig{defaultQueue: {MaxWorkers: 10}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Stop(context.Background()) })
+			const warmUp, measured = 2, 6
+			for i := 0; ; i++ {
+				d.mu.Lock()
+				n := len(d.starts)
+				d.mu.Unlock()
+				if n > warmUp+measured {
+					break
+				}
+				if i > 10_000 {
+					t.Fatalf("%d claims in %d inserts", n, i)
+				}
+				if _, err := c.Insert(ctx, overlapArgs{N: i}, nil); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			// Claims never overlap here (10 workers), so the i-th return
+			// is the i-th claim's. Each claim is due when the one before
+			// has returned and the cooldown since its start has passed;
+			// the tolerance absorbs a loaded machine's lateness, not a
+			// cooldown.
+			const tolerance = 150 * time.Millisecond
+			for i := warmUp + 1; i <= warmUp+measured; i++ {
+				due := d.starts[i-1].Add(cooldown)
+				if d.ends[i-1].After(due) {
+					due = d.ends[i-1]
+				}
+				if late := d.starts[i].Sub(due); late > tolerance {
+					t.Errorf("claim %d started %v after it was due (the claim before returned %v after its start; cooldown %v); want at most %v",
+						i, late, d.ends[i-1].Sub(d.starts[i-1]), cooldown, tolerance)
+				}
+			}
+		})
 	}
 }
 
@@ -410,6 +485,20 @@ func TestGatherFollowsJobTime(t *testing.T) {
 	if got := p.gatherWait(25, lastClaim); got != 0 {
 		t.Fatalf("with a quarter of the workers free the claim waits %v, want 0", got)
 	}
+	// With a quarter free, a claim follows the last one's start after
+	// claimSpacing times the last claim's duration, within gatherFor.
+	p.claimNanos.Store(int64(5 * time.Millisecond))
+	if got := p.gatherWait(25, lastClaim); got <= 5*time.Millisecond || got > claimSpacing*5*time.Millisecond {
+		t.Fatalf("with a quarter free after a 5ms claim the claim waits %v, want more than 5ms, at most %v", got, claimSpacing*5*time.Millisecond)
+	}
+	p.claimNanos.Store(int64(time.Second))
+	if got := p.gatherWait(25, lastClaim); got <= backlogGather || got > 40*time.Millisecond {
+		t.Fatalf("with a quarter free after a 1s claim the claim waits %v, want gatherFor's bound: more than %v, at most 40ms", got, backlogGather)
+	}
+	if got := p.gatherWait(25, lastClaim.Add(-time.Second)); got != 0 {
+		t.Fatalf("a second after the last claim started the claim waits %v, want 0", got)
+	}
+	p.claimNanos.Store(0)
 	for range 200 {
 		p.observeJob(time.Millisecond)
 	}
