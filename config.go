@@ -47,9 +47,9 @@ type Config struct {
 	// FetchCooldown is the least time between two claims of one queue, to
 	// gather freed capacity into one batch; default 2 ms. While the queue
 	// has a backlog and jobs still run, a claim also waits until 10 ms
-	// after the previous claim started, or sooner once a quarter of the
-	// queue's workers are free and twice the previous claim's duration has
-	// passed.
+	// after the previous claim started (up to 50 ms where handlers run
+	// long), or sooner once a quarter of the queue's workers are free and
+	// twice the previous claim's duration has passed.
 	FetchCooldown time.Duration
 	// WatcherInterval is how often expired leases are reclaimed; default 1 s.
 	WatcherInterval time.Duration
