@@ -487,9 +487,10 @@ func TestGatherFollowsJobTime(t *testing.T) {
 	}
 	// With a quarter free, a claim follows the last one's start after
 	// claimSpacing times the last claim's duration, within gatherFor.
-	p.claimNanos.Store(int64(5 * time.Millisecond))
-	if got := p.gatherWait(25, lastClaim); got <= 5*time.Millisecond || got > claimSpacing*5*time.Millisecond {
-		t.Fatalf("with a quarter free after a 5ms claim the claim waits %v, want more than 5ms, at most %v", got, claimSpacing*5*time.Millisecond)
+	lastClaim = time.Now()
+	p.claimNanos.Store(int64(10 * time.Millisecond))
+	if got := p.gatherWait(25, lastClaim); got <= 10*time.Millisecond || got > claimSpacing*10*time.Millisecond {
+		t.Fatalf("with a quarter free after a 10ms claim the claim waits %v, want more than 10ms, at most %v", got, claimSpacing*10*time.Millisecond)
 	}
 	p.claimNanos.Store(int64(time.Second))
 	if got := p.gatherWait(25, lastClaim); got <= backlogGather || got > 40*time.Millisecond {
