@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/driver"
-	"github.com/leasehold/leasehold/leasetype"
 )
 
 // Insert inserts one job. With a UniqueKey it is idempotent: while a job
@@ -59,7 +58,8 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 		if err := checkDependencies(ps); err != nil {
 			return err
 		}
-		rows, err = exec.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: ps, SenderTracker: c.tracking(wake)})
+		var first map[string]driver.ClaimPosition
+		rows, first, err = c.insertJobs(ctx, exec, ps, wake)
 		if errors.Is(err, driver.ErrNotFound) {
 			return fmt.Errorf("%w: insert jobs: %w", ErrNotFound, err)
 		}
@@ -68,14 +68,9 @@ func (c *clientCore) insertMany(ctx context.Context, exec driver.Executor, param
 		}
 		// Wake before the middleware returns, whatever it returns: the
 		// listener skips this insert's notification (ownNotices), or the
-		// coalesced one that announces it, or hears none for it.
+		// coalesced one that announces it, or hears none for it. A job
+		// the insert's own claim took needs no wake-up.
 		if wake {
-			first := map[string]driver.ClaimPosition{}
-			for _, r := range rows {
-				if !r.UniqueSkipped && r.Job.State == leasetype.JobStateAvailable {
-					keepFirst(first, r.Job.Queue, driver.PositionOf(r.Job))
-				}
-			}
 			c.wakeForInserts(first)
 		}
 		return nil

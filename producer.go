@@ -39,8 +39,11 @@ type producer struct {
 	accepting bool
 	along     sync.WaitGroup
 	runCtx    context.Context
-	backlog   bool          // the last claim was full or capped: more jobs are probably waiting
-	retryIn   time.Duration // a rate window opens again after this; zero when not rate-capped
+	backlog   bool // the last claim was full or capped: more jobs are probably waiting
+	// owed: a wake-up found no worker free and no claim in flight; the
+	// next job to end wakes the loop for the claim it asked for.
+	owed    bool
+	retryIn time.Duration // a rate window opens again after this; zero when not rate-capped
 	// cursor is where the next claim may start (driver.JobClaimParams.After):
 	// past the last job of the full claims since the claims last started
 	// from the head. A job may become claimable behind it: one inserted
@@ -179,7 +182,29 @@ func (p *producer) claimAlong(freeing int) (int, context.Context) {
 	return n, p.runCtx
 }
 
-// alongDone ends a claim that claimAlong reserved n workers for.
+// reserveWithInsert reserves up to n workers for the jobs an insert of
+// this client leases to it (driver.LeasedInserter), and returns how many;
+// 0, reserving nothing, unless p's loop is running, its queue has no
+// fleet-wide limits, no backlog is waiting (the jobs inserted would
+// otherwise pass it) and workers are free. A reservation ends with
+// alongDone: the loop's handlers stay open until it has.
+func (p *producer) reserveWithInsert(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.accepting || p.backlog || p.flow.limited() {
+		return 0
+	}
+	n = min(n, p.maxWorkers-p.running-p.reserved)
+	if n <= 0 {
+		return 0
+	}
+	p.reserved += n
+	p.along.Add(1)
+	return n
+}
+
+// alongDone ends a claim that claimAlong or reserveWithInsert reserved n
+// workers for.
 func (p *producer) alongDone(n int) {
 	p.reserve(-n)
 	p.along.Done()
@@ -209,10 +234,12 @@ func (p *producer) add(n int) {
 }
 
 // claimed records whether the last claim was full (or capped by a
-// fleet-wide limit), and when a rate window opens again.
+// fleet-wide limit), and when a rate window opens again; the claim owed
+// (owe), if any, has been made.
 func (p *producer) claimed(full bool, retryIn time.Duration) {
 	p.mu.Lock()
 	p.backlog = full
+	p.owed = false // this claim made the one owed
 	p.retryIn = retryIn
 	p.mu.Unlock()
 }
@@ -296,18 +323,32 @@ func (p *producer) nextPoll(poll time.Duration) time.Duration {
 	return poll
 }
 
-// jobDone frees a worker and wakes the loop when a backlog remains.
+// jobDone frees a worker and wakes the loop when a backlog remains or a
+// claim is owed.
 func (p *producer) jobDone() { p.jobsDone(1) }
 
-// jobsDone frees n workers and wakes the loop when a backlog remains.
+// jobsDone frees n workers and wakes the loop when a backlog remains or a
+// claim is owed.
 func (p *producer) jobsDone(n int) {
 	p.mu.Lock()
 	p.running -= n
-	backlog := p.backlog
+	wake := p.backlog || p.owed
+	p.owed = false
 	p.mu.Unlock()
-	if backlog {
+	if wake {
 		p.wakeup()
 	}
+}
+
+// owe records that a wake-up found every worker busy and no claim in
+// flight: the next job to end wakes the loop. Without it a job inserted
+// while the workers are busy would wait for the poll interval whenever
+// they were filled by jobs inserted leased (driver.LeasedInserter) or by
+// a claim that was not full.
+func (p *producer) owe() {
+	p.mu.Lock()
+	p.owed = true
+	p.mu.Unlock()
 }
 
 // run is the claim loop; it returns when ctx ends, once the claims in
@@ -416,6 +457,8 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			}()
 		case inFlight > 0:
 			deferred = true
+		default:
+			p.owe()
 		}
 		if !poll.Stop() {
 			select {

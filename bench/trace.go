@@ -54,7 +54,7 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, kind := range []string{"claim", "finish", "finish+claim", "heartbeat", "attempts", "attempts+claim", "keyed claim", "limited tx"} {
+	for _, kind := range []string{"claim", "insert leased", "finish", "finish+claim", "heartbeat", "attempts", "attempts+claim", "keyed claim", "limited tx"} {
 		s := t.kinds[kind]
 		if s == nil || s.n == 0 {
 			continue
@@ -135,6 +135,36 @@ func (e tracedExecutor) JobAttempts(ctx context.Context, p *driver.JobAttemptsPa
 	rows, err := e.Executor.JobAttempts(ctx, p)
 	e.t.record("attempts", len(p.Leases), time.Since(start))
 	return rows, err
+}
+
+// tracedLeasedInserter is a traced executor whose executor inserts jobs
+// leased (driver.LeasedInserter): "insert leased" counts those inserts,
+// rows: the jobs they leased.
+type tracedLeasedInserter struct {
+	tracedExecutor
+	li driver.LeasedInserter
+}
+
+func (e tracedLeasedInserter) JobInsertLeased(ctx context.Context, i *driver.JobInsertManyParams, c *driver.JobClaimParams) ([]*driver.JobInsertResult, error) {
+	start := time.Now()
+	results, err := e.li.JobInsertLeased(ctx, i, c)
+	leased := 0
+	for _, r := range results {
+		if r != nil && !r.UniqueSkipped && r.Job.State == leasetype.JobStateRunning {
+			leased++
+		}
+	}
+	e.t.record("insert leased", leased, time.Since(start))
+	return results, err
+}
+
+// traceExecutor traces ex, keeping its LeasedInserter.
+func traceExecutor(ex driver.Executor, t *stmtTrace) driver.Executor {
+	traced := tracedExecutor{Executor: ex, t: t}
+	if li, ok := ex.(driver.LeasedInserter); ok {
+		return tracedLeasedInserter{tracedExecutor: traced, li: li}
+	}
+	return traced
 }
 
 // tracedFinishClaimer is a traced executor whose executor writes outcomes
@@ -230,7 +260,7 @@ type tracedPostgres struct {
 }
 
 func (d tracedPostgres) GetExecutor() driver.Executor {
-	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+	return traceExecutor(d.Driver.GetExecutor(), d.t)
 }
 
 // OpenReserved traces the client's reserved executor.
@@ -245,7 +275,7 @@ type tracedSQLite struct {
 }
 
 func (d tracedSQLite) GetExecutor() driver.Executor {
-	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+	return traceExecutor(d.Driver.GetExecutor(), d.t)
 }
 
 // OpenReserved traces the client's reserved executor.
@@ -260,7 +290,7 @@ type tracedMySQL struct {
 }
 
 func (d tracedMySQL) GetExecutor() driver.Executor {
-	return tracedExecutor{Executor: d.Driver.GetExecutor(), t: d.t}
+	return traceExecutor(d.Driver.GetExecutor(), d.t)
 }
 
 // OpenReserved traces the client's reserved executor.

@@ -462,6 +462,32 @@ type TxBounder interface {
 	BoundsTx() bool
 }
 
+// LeasedInserter is implemented by executors that can insert jobs already
+// leased: running, leased to an owner, as JobClaim would lease them. A
+// client that works the queue of jobs it inserts on its own (outside a
+// caller's transaction), with workers free and no backlog, inserts them
+// leased to itself: they start when the insert returns, without a wake-up,
+// a claim statement and the row's second version that a claim writes.
+// Without it the client inserts, then wakes its claim loop.
+type LeasedInserter interface {
+	// JobInsertLeased is JobInsertMany(insert), except that jobs lease
+	// selects are inserted running and leased as JobClaim(lease) leases:
+	// Attempt and LeaseToken 1, LeaseOwner lease.Owner, LeasedAt now and
+	// LeaseUntil now plus the TTL (the job's own, else by kind, else the
+	// default) on the database clock, heartbeat fields zero, ExpiryPolicy
+	// by lease.StuckKinds. lease selects the first lease.Max jobs, in
+	// input order, of queue lease.Queue that lease.Kinds and
+	// lease.ExcludeKinds let through and that have no dependencies; of
+	// those, one scheduled in the future, or whose queue is paused when
+	// the insert runs, is inserted as JobInsertMany inserts it. Jobs not
+	// leased notify as in JobInsertMany; a leased job notifies no one.
+	// lease.After is ignored: a leased job may start before older
+	// claimable jobs of its queue. A job whose unique key is held is not
+	// inserted, as in JobInsertMany. The results hold the rows as
+	// written: a leased job is running.
+	JobInsertLeased(ctx context.Context, insert *JobInsertManyParams, lease *JobClaimParams) ([]*JobInsertResult, error)
+}
+
 // FinishClaimer is implemented by executors that can end leases and claim
 // jobs in one transaction, in fewer round trips to the database than the
 // two calls. The client's claim then carries the outcomes waiting to be

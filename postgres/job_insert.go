@@ -36,16 +36,18 @@ const uniqueKeyHeld = `unique_key IS NOT NULL
 // uncommitted holder of its key, and two batches that take the same keys in
 // opposite orders would otherwise deadlock. Within a key, input order holds,
 // so the first of two rows with the same key is the one inserted.
-const jobInsertManySQL = jobInsertCTEsSQL + `
-SELECT input.ord, inserted.*
-FROM inserted JOIN input ON input.new_id = inserted.id`
+const jobInsertManySQL = jobInsertCTEsSQL + jobInsertSelectSQL
 
 // jobInsertNotifySQL is jobInsertManySQL that also wakes the listeners of
 // the queues it inserted available jobs into, so that a single insert
 // outside a transaction is one statement and one round trip. pg_notify is
 // volatile, so the notified CTE is evaluated once, and only when rows were
 // inserted; the notifications go out when the statement commits.
-const jobInsertNotifySQL = jobInsertCTEsSQL + `,
+const jobInsertNotifySQL = jobInsertCTEsSQL + jobInsertNotifiedSQL
+
+// jobInsertNotifiedSQL ends an insert that notifies: the notified CTE and
+// the rows.
+const jobInsertNotifiedSQL = `,
 notified AS (
 	SELECT count(pg_notify('` + insertChannel + `', q.queue)) AS notifications
 	FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'available') AS q
@@ -53,32 +55,102 @@ notified AS (
 SELECT input.ord, inserted.*
 FROM inserted JOIN input ON input.new_id = inserted.id, notified`
 
-const jobInsertCTEsSQL = `
+// jobInsertLeasedSQL and jobInsertLeasedNotifySQL are jobInsertManySQL and
+// jobInsertNotifySQL that insert the rows $13 marks (a boolean per input
+// row, only rows of queue $17) running, leased to owner $14, as the claim
+// leases them (jobLeaseSetSQL), with the lease TTL $15 (ms) and the stuck
+// expiry policy where $16 says so, both per row and worked out by the
+// caller as the claim works them out. A marked row scheduled in the
+// future, or any while queue $17 is paused, goes in as the others do. A leased row is not in the claim index,
+// so it leaves no entry there for claims to pass.
+const (
+	jobInsertLeasedSQL       = jobInsertLeasedCTEsSQL + jobInsertSelectSQL
+	jobInsertLeasedNotifySQL = jobInsertLeasedCTEsSQL + jobInsertNotifiedSQL
+)
+
+// jobInsertSelectSQL ends an insert that does not notify: the rows.
+const jobInsertSelectSQL = `
+SELECT input.ord, inserted.*
+FROM inserted JOIN input ON input.new_id = inserted.id`
+
+const jobInsertCTEsSQL = jobInsertInputSQL + `,
+inserted AS (
+	INSERT INTO leasehold_job (` + jobInsertColumnsSQL + `)
+	SELECT new_id, in_kind, in_queue,
+		CASE WHEN in_scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
+		` + jobInsertValuesSQL + `
+	FROM input
+	` + jobInsertConflictSQL + `
+)`
+
+const jobInsertLeasedCTEsSQL = jobInsertLeasedInputSQL + `,
+leasing AS MATERIALIZED (
+	SELECT input.*, in_lease AND NOT coalesce(in_scheduled_at > now(), false) AND NOT queue_paused AS leased
+	FROM input,
+		(SELECT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = $17 AND q.paused_at IS NOT NULL) AS queue_paused) AS pause
+),
+inserted AS (
+	INSERT INTO leasehold_job (` + jobInsertColumnsSQL + `,
+	                           attempt, lease_token, lease_owner, leased_at, lease_until, expiry_policy)
+	SELECT new_id, in_kind, in_queue,
+		CASE WHEN in_scheduled_at > now() THEN 'scheduled' WHEN leased THEN 'running' ELSE 'available' END,
+		` + jobInsertValuesSQL + `,
+		leased::int, leased::int, CASE WHEN leased THEN $14 END, CASE WHEN leased THEN now() END,
+		CASE WHEN leased THEN now() + in_lease_ms * interval '1 millisecond' END,
+		CASE WHEN leased AND in_stuck THEN 'stuck' ELSE 'retry' END
+	FROM leasing
+	` + jobInsertConflictSQL + `
+)`
+
+const jobInsertInputSQL = jobInsertInputHeadSQL + `)
+		WITH ORDINALITY AS i(` + jobInsertInputNamesSQL + `, ord)
+	ORDER BY ord
+)`
+
+// jobInsertLeasedInputSQL is jobInsertInputSQL with each row's lease mark,
+// TTL and policy. This single unnest, the leasing CTE, which decides each
+// row's lease once, and the one look at the queue's pause keep the
+// statement's generic plan (which assumes ten rows) as cheap as its custom
+// ones, so that the server plans it once per session: a join of a second
+// unnest, the decision inlined into each column it sets, or a look at the
+// pause per row had it plan the statement on every call, at twice the cost
+// of running it.
+const jobInsertLeasedInputSQL = jobInsertInputHeadSQL + `,
+	            $13::boolean[], $15::bigint[], $16::boolean[])
+		WITH ORDINALITY AS i(` + jobInsertInputNamesSQL + `,
+		                     in_lease, in_lease_ms, in_stuck, ord)
+	ORDER BY ord
+)`
+
+const (
+	jobInsertInputHeadSQL = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('leasehold_job_id_seq') AS new_id, i.*
 	FROM unnest($1::text[], $2::text[], $3::int[], $4::jsonb[], $5::jsonb[],
 	            $6::text[], $7::int[], $8::bigint[], $9::timestamptz[], $10::smallint[],
-	            $11::text[], $12::text[])
-		WITH ORDINALITY AS i(in_kind, in_queue, in_priority, in_args, in_metadata,
+	            $11::text[], $12::text[]`
+	jobInsertInputNamesSQL = `in_kind, in_queue, in_priority, in_args, in_metadata,
 		                     in_unique_key, in_max_attempts, in_lease_ttl_ms, in_scheduled_at,
-		                     in_unique_finished, in_flow_key, in_sequence_key, ord)
-	ORDER BY ord
-),
-inserted AS (
-	INSERT INTO leasehold_job (id, kind, queue, state, priority, args, metadata,
+		                     in_unique_finished, in_flow_key, in_sequence_key`
+)
+
+// jobInsertColumnsSQL and jobInsertValuesSQL are the columns every insert
+// writes and the values of those after the state.
+const (
+	jobInsertColumnsSQL = `id, kind, queue, state, priority, args, metadata,
 	                           unique_key, max_attempts, lease_ttl_ms, scheduled_at, unique_finished,
-	                           flow_key, sequence_key)
-	SELECT new_id, in_kind, in_queue,
-		CASE WHEN in_scheduled_at > now() THEN 'scheduled' ELSE 'available' END,
-		in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
+	                           flow_key, sequence_key`
+	jobInsertValuesSQL = `in_priority, in_args, in_metadata, in_unique_key, in_max_attempts,
 		in_lease_ttl_ms, coalesce(in_scheduled_at, now()), in_unique_finished,
-		in_flow_key, in_sequence_key
-	FROM input
-	ORDER BY in_unique_key, ord
+		in_flow_key, in_sequence_key`
+)
+
+// jobInsertConflictSQL orders the rows and skips those whose unique key is
+// held.
+const jobInsertConflictSQL = `ORDER BY in_unique_key, ord
 	ON CONFLICT (unique_key) WHERE ` + uniqueKeyHeld + `
 	DO NOTHING
-	RETURNING ` + jobColumns + `
-)`
+	RETURNING ` + jobColumns
 
 // jobGetHoldersByKeysSQL returns the jobs holding the given unique keys.
 const jobGetHoldersByKeysSQL = `
@@ -108,6 +180,20 @@ const maxInsertRounds = 16
 var errFastUniqueKey = errors.New("leasehold/postgres: JobInsertFast does not take jobs with unique keys")
 
 func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	return e.insertLeased(ctx, params, nil)
+}
+
+var _ driver.LeasedInserter = (*executor)(nil)
+
+// JobInsertLeased is JobInsertMany with the jobs lease selects inserted
+// leased (jobInsertLeasedSQL): the same statements, the same round trips.
+func (e *executor) JobInsertLeased(ctx context.Context, insert *driver.JobInsertManyParams, lease *driver.JobClaimParams) ([]*driver.JobInsertResult, error) {
+	return e.insertLeased(ctx, insert, newInsertLease(insert.Jobs, lease))
+}
+
+// insertLeased is JobInsertMany, inserting the jobs lease marks leased
+// (none when lease is nil).
+func (e *executor) insertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *insertLease) ([]*driver.JobInsertResult, error) {
 	jobs := params.Jobs
 	results := make([]*driver.JobInsertResult, len(jobs))
 	if len(jobs) == 0 {
@@ -123,7 +209,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	if _, inTx := e.db.(pgx.Tx); len(jobs) == 1 && !inTx && !deps {
 		var results []*driver.JobInsertResult
 		err := e.withSender(ctx, tracker, func(on *executor, s *sender) (err error) {
-			results, err = on.insertAlone(ctx, jobs[0], s, e.limiter(), tracker)
+			results, err = on.insertAlone(ctx, jobs[0], s, e.limiter(), tracker, lease)
 			return err
 		})
 		return results, err
@@ -131,7 +217,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	err := e.withSender(ctx, tracker, func(on *executor, s *sender) error {
 		var notices noticesOf
 		err := on.inTx(ctx, func(tx *executor) (err error) {
-			notices, err = tx.insertManyTx(ctx, jobs, results, s, e.limiter(), tracker)
+			notices, err = tx.insertManyTx(ctx, jobs, results, s, e.limiter(), tracker, lease)
 			if err != nil || !deps {
 				return err
 			}
@@ -144,6 +230,77 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		return nil, err
 	}
 	return results, nil
+}
+
+// insertLease is what JobInsertLeased leases: the jobs it marks, by input
+// position, and the claim parameters that say how.
+type insertLease struct {
+	marked []bool
+	claim  *driver.JobClaimParams
+}
+
+// newInsertLease marks the jobs claim selects (driver.LeasedInserter); nil
+// when it selects none.
+func newInsertLease(jobs []*driver.JobInsertParams, claim *driver.JobClaimParams) *insertLease {
+	if claim == nil || claim.Max < 1 {
+		return nil
+	}
+	marked := make([]bool, len(jobs))
+	n := 0
+	for i, p := range jobs {
+		if n == claim.Max {
+			break
+		}
+		if p.Queue != claim.Queue || len(p.DependsOn) > 0 || len(p.DependsOnIndex) > 0 ||
+			len(claim.Kinds) > 0 && !slices.Contains(claim.Kinds, p.Kind) || slices.Contains(claim.ExcludeKinds, p.Kind) {
+			continue
+		}
+		marked[i] = true
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return &insertLease{marked: marked, claim: claim}
+}
+
+// insertQuery is the insert statement: with the notification or not, and
+// leasing the rows lease marks when lease is not nil.
+func insertQuery(notify bool, lease *insertLease) string {
+	switch {
+	case lease != nil && notify:
+		return jobInsertLeasedNotifySQL
+	case lease != nil:
+		return jobInsertLeasedSQL
+	case notify:
+		return jobInsertNotifySQL
+	}
+	return jobInsertManySQL
+}
+
+// args are jobInsertLeasedSQL's arguments after the rows' ($13 on), for
+// the rows params[i], i in which: the marks, the owner, each row's lease
+// TTL (its own, else its kind's, else the default, as the claim's) and
+// expiry policy, and the queue of the rows marked.
+func (l *insertLease) args(params []*driver.JobInsertParams, which []int) []any {
+	marks := make([]bool, len(which))
+	ttls := make([]int64, len(which))
+	stuck := make([]bool, len(which))
+	for k, i := range which {
+		if !l.marked[i] {
+			continue
+		}
+		p := params[i]
+		ttl := p.LeaseTTL
+		if ttl <= 0 {
+			ttl = l.claim.KindLeaseTTL[p.Kind]
+		}
+		if ttl <= 0 {
+			ttl = l.claim.DefaultLeaseTTL
+		}
+		marks[k], ttls[k], stuck[k] = true, ttl.Milliseconds(), slices.Contains(l.claim.StuckKinds, p.Kind)
+	}
+	return []any{marks, l.claim.Owner, ttls, stuck, l.claim.Queue}
 }
 
 // limiter is the driver's notification limiter for the inserts e commits
@@ -162,7 +319,7 @@ func (e *executor) limiter() *noticeLimiter {
 // lets notify. It returns the queues' tickets, for the caller to report the
 // commit's outcome to.
 func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender,
-	lim *noticeLimiter, tracker driver.SenderTracker,
+	lim *noticeLimiter, tracker driver.SenderTracker, lease *insertLease,
 ) (noticesOf, error) {
 	pending := make([]int, len(params))
 	for i := range pending {
@@ -173,7 +330,7 @@ func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertP
 		if round == maxInsertRounds {
 			return nil, fmt.Errorf("insert jobs: unique keys still contended after %d rounds", round)
 		}
-		inserted, err := e.insertRound(ctx, jobInsertManySQL, params, pending)
+		inserted, err := e.insertRound(ctx, insertQuery(false, lease), params, pending, lease)
 		if err != nil {
 			return nil, err
 		}
@@ -201,24 +358,20 @@ func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertP
 
 // insertAlone inserts one job outside a transaction. Each statement stands
 // alone: the insert (with its notification, jobInsertNotifySQL, when lim
-// lets it notify) is one round trip, and when the job's unique key is held,
-// the holder is read instead; a holder that finished in between lets the
-// insert try again.
+// lets it notify, and leasing the job when lease marks it) is one round
+// trip, and when the job's unique key is held, the holder is read instead;
+// a holder that finished in between lets the insert try again.
 func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s *sender,
-	lim *noticeLimiter, tracker driver.SenderTracker,
+	lim *noticeLimiter, tracker driver.SenderTracker, lease *insertLease,
 ) ([]*driver.JobInsertResult, error) {
 	params := []*driver.JobInsertParams{p}
 	results := make([]*driver.JobInsertResult, 1)
 	for range maxInsertRounds {
-		query := jobInsertManySQL
 		t := lim.allow(p.Queue, tracker)
-		if t.notify {
-			query = jobInsertNotifySQL
-			if t.tracked {
-				s.sending(p.Queue)
-			}
+		if t.notify && t.tracked {
+			s.sending(p.Queue)
 		}
-		inserted, err := e.insertRound(ctx, query, params, []int{0})
+		inserted, err := e.insertRound(ctx, insertQuery(t.notify, lease), params, []int{0}, lease)
 		job, ok := inserted[0]
 		committed := err == nil && ok && job.State == leasetype.JobStateAvailable
 		if !committed {
@@ -244,9 +397,23 @@ func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s
 }
 
 // insertRound inserts params[i] for each i in which with query
-// (jobInsertManySQL or jobInsertNotifySQL), and returns the rows inserted by
-// input position. Rows skipped for their unique key are absent.
-func (e *executor) insertRound(ctx context.Context, query string, params []*driver.JobInsertParams, which []int) (map[int]*leasetype.JobRow, error) {
+// (insertQuery's, leasing with lease when not nil), and returns the rows
+// inserted by input position. Rows skipped for their unique key are absent.
+func (e *executor) insertRound(ctx context.Context, query string, params []*driver.JobInsertParams, which []int, lease *insertLease) (map[int]*leasetype.JobRow, error) {
+	args := insertArgs(params, which)
+	if lease != nil {
+		args = append(args, lease.args(params, which)...)
+	}
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", translateError(err))
+	}
+	return scanInserted(rows, which)
+}
+
+// insertArgs are the insert statement's arguments for params[i], for each
+// i in which.
+func insertArgs(params []*driver.JobInsertParams, which []int) []any {
 	n := len(which)
 	var (
 		kinds       = make([]string, n)
@@ -285,14 +452,15 @@ func (e *executor) insertRound(ctx context.Context, query string, params []*driv
 		flowKeys[k] = textOrNull(p.Key)
 		sequences[k] = textOrNull(p.Sequence)
 	}
-	rows, err := e.db.Query(ctx, query,
-		kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin,
-		flowKeys, sequences)
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", translateError(err))
-	}
+	return []any{kinds, queues, priorities, args, metadata, uniqueKeys, maxAttempts, ttls, scheduled, uniqueFin,
+		flowKeys, sequences}
+}
+
+// scanInserted reads the rows of an insert statement, closes them and
+// returns the jobs by input position (which[ord-1]).
+func scanInserted(rows pgx.Rows, which []int) (map[int]*leasetype.JobRow, error) {
 	defer rows.Close()
-	inserted := make(map[int]*leasetype.JobRow, n)
+	inserted := make(map[int]*leasetype.JobRow, len(which))
 	var ord int64
 	dest := newJobDest(&ord)
 	for rows.Next() {

@@ -71,6 +71,7 @@ func clientTests[TTx any]() []clientTest[TTx] {
 		{"UniqueInsert", testClientUniqueInsert[TTx]},
 		{"Wakeups", testClientWakeups[TTx]},
 		{"OwnInsertClaimsOnce", testClientOwnInsertClaimsOnce[TTx]},
+		{"InsertLeased", testClientInsertLeased[TTx]},
 		{"WakeupsAcrossPools", testClientWakeupsAcrossPools[TTx]},
 		{"HeadJobDuringBacklog", testClientHeadJobDuringBacklog[TTx]},
 		{"QueuePause", testClientQueuePause[TTx]},

@@ -433,4 +433,133 @@ func exerciseInsert[TTx any](t *testing.T, b Backend[TTx]) {
 			t.Errorf("jobs with the key = %d, want 0", n)
 		}
 	})
+
+	t.Run("InsertLeased", func(t *testing.T) {
+		t.Parallel()
+		d := b.New(t)
+		exec := d.GetExecutor()
+		li, ok := exec.(driver.LeasedInserter)
+		if !ok {
+			t.Skip("the executor does not implement driver.LeasedInserter")
+		}
+		insertLeased := func(on driver.LeasedInserter, lease *driver.JobClaimParams, params ...*driver.JobInsertParams) []*leasetype.JobRow {
+			t.Helper()
+			results, err := on.JobInsertLeased(t.Context(), &driver.JobInsertManyParams{Jobs: params}, lease)
+			if err != nil {
+				t.Fatalf("JobInsertLeased: %v", err)
+			}
+			if len(results) != len(params) {
+				t.Fatalf("JobInsertLeased returned %d results for %d jobs", len(results), len(params))
+			}
+			rows := make([]*leasetype.JobRow, len(results))
+			for i, r := range results {
+				if r.UniqueSkipped {
+					t.Fatalf("job %d skipped for its unique key", i)
+				}
+				rows[i] = r.Job
+			}
+			return rows
+		}
+		assertLeased := func(what string, job *leasetype.JobRow, owner string, from time.Time, ttl time.Duration, policy leasetype.ExpiryPolicy) {
+			t.Helper()
+			if job.State != leasetype.JobStateRunning || job.LeaseOwner != owner || job.Attempt != 1 || job.LeaseToken != 1 ||
+				job.Heartbeats != 0 || job.HeartbeatAt != nil || job.ExpiryPolicy != policy {
+				t.Errorf("%s: state %s owner %q attempt %d token %d heartbeats %d policy %s; want running for %s, attempt 1, token 1, no heartbeat, policy %s",
+					what, job.State, job.LeaseOwner, job.Attempt, job.LeaseToken, job.Heartbeats, job.ExpiryPolicy, owner, policy)
+			}
+			assertWithinPtr(t, what+": leased_at", job.LeasedAt, from, mustNow(t, exec))
+			assertWithinPtr(t, what+": lease_until", job.LeaseUntil, from.Add(ttl), mustNow(t, exec).Add(ttl))
+			assertRowEqual(t, what+" read back", mustGet(t, exec, job.ID), job)
+		}
+
+		// An older claimable job does not hold the insert back: a leased
+		// job may start before it. The leased job's lease is a lease like
+		// a claim's: its token renews and finishes it.
+		older := mustInsertOne(t, exec, jobParams("k", "q"))
+		start := mustNow(t, exec)
+		job := insertLeased(li, claimParams("q", "worker-1", 1, longTTL), jobParams("k", "q"))[0]
+		assertLeased("leased job", job, "worker-1", start, longTTL, leasetype.ExpiryRetry)
+		assertUnchanged(t, exec, "older job", older)
+		if ids := mustHeartbeat(t, exec, "worker-1", driver.LeaseRenewal{ID: job.ID, Token: job.LeaseToken, TTL: longTTL}); len(ids) != 1 {
+			t.Errorf("heartbeat of the leased job renewed %v, want it", ids)
+		}
+		assertSameIDs(t, "finished", mustFinish(t, exec, "worker-1", completeItem(job)), []int64{job.ID})
+		if n := len(mustAttempts(t, exec, job.ID)); n != 1 {
+			t.Errorf("attempt rows of the leased job = %d, want 1", n)
+		}
+		mustClaimOne(t, exec, claimParams("q", "worker-2", 1, longTTL)) // the older job
+
+		// Max, Queue and the kind filters select; the job's own TTL, the
+		// kind's and StuckKinds apply as in a claim.
+		lease := claimParams("q", "worker-1", 2, longTTL)
+		lease.KindLeaseTTL = map[string]time.Duration{"slow": 2 * longTTL}
+		lease.StuckKinds = []string{"careful"}
+		lease.ExcludeKinds = []string{"skip"}
+		own := jobParams("k", "q")
+		own.LeaseTTL = 3 * longTTL
+		start = mustNow(t, exec)
+		rows := insertLeased(li, lease, jobParams("k", "other"), jobParams("skip", "q"), jobParams("slow", "q"), jobParams("careful", "q"), own)
+		for i, what := range []string{"job of another queue", "job of an excluded kind"} {
+			if rows[i].State != leasetype.JobStateAvailable || rows[i].LeaseOwner != "" {
+				t.Errorf("%s: state %s owner %q, want available", what, rows[i].State, rows[i].LeaseOwner)
+			}
+		}
+		assertLeased("job of a kind with a TTL", rows[2], "worker-1", start, 2*longTTL, leasetype.ExpiryRetry)
+		assertLeased("job of a stuck kind", rows[3], "worker-1", start, longTTL, leasetype.ExpiryStuck)
+		if rows[4].State != leasetype.JobStateAvailable {
+			t.Errorf("the job past Max is %s, want available", rows[4].State)
+		}
+		mustClaim(t, exec, claimParams("q", "worker-2", 10, longTTL)) // empty q
+		start = mustNow(t, exec)
+		assertLeased("job with a TTL of its own", insertLeased(li, claimParams("q", "worker-1", 1, longTTL), own)[0], "worker-1", start, 3*longTTL, leasetype.ExpiryRetry)
+
+		// A schedule in the future, or a paused queue: inserted as
+		// JobInsertMany inserts them.
+		later := jobParams("k", "q")
+		later.ScheduledAt = ptr(mustNow(t, exec).Add(time.Hour))
+		if got := insertLeased(li, claimParams("q", "worker-1", 1, longTTL), later)[0]; got.State != leasetype.JobStateScheduled || got.LeaseOwner != "" {
+			t.Errorf("job scheduled in an hour: state %s owner %q, want scheduled", got.State, got.LeaseOwner)
+		}
+		if err := exec.QueueSetPaused(t.Context(), &driver.QueueSetPausedParams{Name: "q", Paused: true}); err != nil {
+			t.Fatalf("QueueSetPaused: %v", err)
+		}
+		paused := insertLeased(li, claimParams("q", "worker-1", 1, longTTL), jobParams("k", "q"))[0]
+		if paused.State != leasetype.JobStateAvailable || paused.LeaseOwner != "" {
+			t.Errorf("job of a paused queue: state %s owner %q, want available", paused.State, paused.LeaseOwner)
+		}
+		assertUnchanged(t, exec, "job of a paused queue", paused)
+		if err := exec.QueueSetPaused(t.Context(), &driver.QueueSetPausedParams{Name: "q", Paused: false}); err != nil {
+			t.Fatalf("QueueSetPaused: %v", err)
+		}
+
+		// A unique key held: the holder is returned, untouched.
+		p := jobParams("k", "q")
+		p.UniqueKey = "held"
+		holder := mustInsertOne(t, exec, p)
+		results, err := li.JobInsertLeased(t.Context(), &driver.JobInsertManyParams{Jobs: []*driver.JobInsertParams{p}}, claimParams("q", "worker-1", 1, longTTL))
+		if err != nil {
+			t.Fatalf("JobInsertLeased: %v", err)
+		}
+		if !results[0].UniqueSkipped || results[0].Job.ID != holder.ID {
+			t.Errorf("insert of a held key: skipped %v job %d, want the holder %d", results[0].UniqueSkipped, results[0].Job.ID, holder.ID)
+		}
+		assertUnchanged(t, exec, "holder of the key", holder)
+
+		// In a caller's transaction the lease takes effect at its commit.
+		tx, txExec := userTx(t, b, d)
+		txLI, ok := txExec.(driver.LeasedInserter)
+		if !ok {
+			t.Fatalf("the executor in a transaction does not implement driver.LeasedInserter, the pool's does")
+		}
+		inTx := insertLeased(txLI, claimParams("q", "worker-1", 1, longTTL), jobParams("k", "q"))[0]
+		if _, err := exec.JobGet(t.Context(), &driver.JobGetParams{ID: inTx.ID}); err == nil {
+			t.Errorf("job %d is visible outside its open transaction", inTx.ID)
+		}
+		if err := b.CommitTx(t.Context(), tx); err != nil {
+			t.Fatalf("CommitTx: %v", err)
+		}
+		if got := mustGet(t, exec, inTx.ID); got.State != leasetype.JobStateRunning || got.LeaseOwner != "worker-1" || got.LeaseToken != 1 {
+			t.Errorf("after the commit the job is %s owner %q token %d, want running for worker-1 with token 1", got.State, got.LeaseOwner, got.LeaseToken)
+		}
+	})
 }
