@@ -212,8 +212,13 @@ func TestHandlerPoolGoroutinesExit(t *testing.T) {
 		hp := newHandlerPool()
 		done := make(chan struct{}, 2)
 		release := make(chan struct{})
-		hp.run(&lease{}, func(*lease) { done <- struct{}{} })
-		hp.run(&lease{}, func(*lease) { <-release; done <- struct{}{} })
+		// The first job ends only once the second has started, so the two
+		// run on two goroutines: on a loaded machine the first goroutine
+		// could otherwise be idle again before the second run and take
+		// the second job itself.
+		second := make(chan struct{})
+		hp.run(&lease{}, func(*lease) { <-second; done <- struct{}{} })
+		hp.run(&lease{}, func(*lease) { close(second); <-release; done <- struct{}{} })
 		<-done
 		waitUntil(t, "the first goroutine to wait", func() bool { return idleCount(hp) == 1 })
 		hp.close()

@@ -40,8 +40,9 @@ type producer struct {
 	along     sync.WaitGroup
 	runCtx    context.Context
 	backlog   bool // the last claim was full or capped: more jobs are probably waiting
-	// owed: a wake-up found no worker free and no claim in flight; the
-	// next job to end wakes the loop for the claim it asked for.
+	// owed: a wake-up found no worker free and no claim of the loop's in
+	// flight; the next job to end wakes the loop for the claim it asked
+	// for, unless a claim starts before then (owe).
 	owed    bool
 	retryIn time.Duration // a rate window opens again after this; zero when not rate-capped
 	// cursor is where the next claim may start (driver.JobClaimParams.After):
@@ -159,6 +160,15 @@ func (p *producer) reserve(n int) {
 	p.mu.Unlock()
 }
 
+// reserveClaim reserves n workers for a claim of the loop's that starts
+// now: it makes the claim a wake-up was owed (owe), if any.
+func (p *producer) reserveClaim(n int) {
+	p.mu.Lock()
+	p.reserved += n
+	p.owed = false
+	p.mu.Unlock()
+}
+
 // claimAlong reserves workers for a claim that the completer sends in the
 // round trip of an outcome batch holding freeing of p's running jobs
 // (driver.FinishClaimer): the free workers and those the batch frees. It
@@ -178,6 +188,7 @@ func (p *producer) claimAlong(freeing int) (int, context.Context) {
 		return 0, nil
 	}
 	p.reserved += n
+	p.owed = false // this claim starts after the wake-up that was owed one
 	p.along.Add(1)
 	return n, p.runCtx
 }
@@ -234,12 +245,10 @@ func (p *producer) add(n int) {
 }
 
 // claimed records whether the last claim was full (or capped by a
-// fleet-wide limit), and when a rate window opens again; the claim owed
-// (owe), if any, has been made.
+// fleet-wide limit), and when a rate window opens again.
 func (p *producer) claimed(full bool, retryIn time.Duration) {
 	p.mu.Lock()
 	p.backlog = full
-	p.owed = false // this claim made the one owed
 	p.retryIn = retryIn
 	p.mu.Unlock()
 }
@@ -340,11 +349,15 @@ func (p *producer) jobsDone(n int) {
 	}
 }
 
-// owe records that a wake-up found every worker busy and no claim in
-// flight: the next job to end wakes the loop. Without it a job inserted
-// while the workers are busy would wait for the poll interval whenever
-// they were filled by jobs inserted leased (driver.LeasedInserter) or by
-// a claim that was not full.
+// owe records that a wake-up found every worker busy or reserved and no
+// claim of the loop's in flight: the next job to end wakes the loop,
+// unless a claim that starts before then (the loop's, or one carried by
+// outcomes, claimAlong) makes the claim owed. A claim in flight at the
+// wake-up does not: it may have read the queue before the job woken for
+// was there. Without it such a job would wait for the poll interval: one
+// inserted while the workers are filled by jobs inserted leased
+// (driver.LeasedInserter) or by a claim that was not full, or one that
+// commits while outcomes carry a claim that finds nothing.
 func (p *producer) owe() {
 	p.mu.Lock()
 	p.owed = true
@@ -444,7 +457,7 @@ func (p *producer) run(ctx context.Context, c *clientCore) {
 			limit := free
 			inFlight++
 			lastClaim = time.Now()
-			p.reserve(limit)
+			p.reserveClaim(limit)
 			claims.Add(1)
 			go func() {
 				defer claims.Done()

@@ -507,3 +507,70 @@ func TestGatherFollowsJobTime(t *testing.T) {
 		t.Fatalf("after the jobs got short the claim waits %v, want at most %v", got, backlogGather)
 	}
 }
+
+// TestOwedClaim: a wake-up that found every worker busy is owed a claim:
+// the next job to end wakes the loop, unless a claim started since (the
+// loop's, or one carried by outcomes) made it. A claim in flight at the
+// wake-up does not make it.
+func TestOwedClaim(t *testing.T) {
+	woken := func(p *producer) bool {
+		select {
+		case <-p.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	p := newProducer("q", 1, nil)
+	p.add(1)
+	p.jobDone()
+	if woken(p) {
+		t.Fatal("a job's end woke the loop with no backlog and no claim owed")
+	}
+
+	p.add(1)
+	p.owe()
+	p.jobDone()
+	if !woken(p) {
+		t.Fatal("a job's end did not wake the loop owed a claim")
+	}
+	p.add(1)
+	p.jobDone()
+	if woken(p) {
+		t.Fatal("the owed claim woke the loop twice")
+	}
+
+	// A claim of the loop's that starts after the wake-up makes it.
+	p.add(1)
+	p.owe()
+	p.reserveClaim(1)
+	p.reserve(-1)
+	p.jobDone()
+	if woken(p) {
+		t.Fatal("a job's end woke the loop after a claim started since the wake-up")
+	}
+
+	// So does one carried by outcomes; one in flight since before does not.
+	p.accept(t.Context())
+	p.claimed(true, 0) // a backlog, for claimAlong
+	p.add(1)
+	n, _ := p.claimAlong(1) // in flight before the wake-up
+	p.owe()
+	p.claimed(false, 0) // it found nothing: the backlog is gone
+	p.alongDone(n)
+	p.jobDone()
+	if !woken(p) {
+		t.Fatal("a claim in flight at the wake-up made the claim owed")
+	}
+	p.claimed(true, 0)
+	p.add(1)
+	p.owe()
+	n, _ = p.claimAlong(1) // starts after the wake-up
+	p.claimed(false, 0)
+	p.alongDone(n)
+	p.jobDone()
+	if woken(p) {
+		t.Fatal("a job's end woke the loop after a claim carried by outcomes started since the wake-up")
+	}
+	p.refuse()
+}

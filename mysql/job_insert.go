@@ -22,6 +22,25 @@ const jobInsertSQL = `INSERT INTO leasehold_job
 VALUES (?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
 	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `, ?, ?)`
 
+// jobInsertLeasedSQL is jobInsertSQL for a job inserted leased
+// (driver.LeasedInserter): running, leased as the claim leases it
+// (jobClaimUpdateSQLFormat), unless it is scheduled in the future or its
+// queue is paused, when it goes in as jobInsertSQL puts it. Arguments:
+// jobInsertSQL's, then the owner, the lease TTL in microseconds and
+// whether the stuck expiry policy applies, then scheduled_at twice and the
+// queue for the lease's conditions. UTC_TIMESTAMP(6) is the statement's
+// start throughout.
+const jobInsertLeasedSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, unique_finished,
+	 max_attempts, lease_ttl_ms, scheduled_at, created_at, flow_key, sequence_key,
+	 attempt, lease_token, lease_owner, leased_at, lease_until, expiry_policy)
+SELECT ?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', IF(l.leased, 'running', 'available')),
+	?, ?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), ` + nowExpr + `), ` + nowExpr + `, ?, ?,
+	IF(l.leased, 1, 0), IF(l.leased, 1, 0), IF(l.leased, ?, NULL), IF(l.leased, ` + nowExpr + `, NULL),
+	IF(l.leased, ` + nowExpr + ` + INTERVAL ? MICROSECOND, NULL), IF(l.leased AND ?, 'stuck', 'retry')
+FROM (SELECT (CAST(? AS DATETIME(6)) IS NULL OR CAST(? AS DATETIME(6)) <= ` + nowExpr + `)
+		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ? AND q.paused_at IS NOT NULL) AS leased) AS l`
+
 // jobInsertFastRow is one row of jobInsertFastSQL, with the same arguments
 // as jobInsertSQL less the unique key.
 const jobInsertFastRow = `(?, ?, IF(CAST(? AS DATETIME(6)) > ` + nowExpr + `, 'scheduled', 'available'),
@@ -71,6 +90,20 @@ var errFastUniqueKey = errors.New("leasehold/mysql: JobInsertFast does not take 
 // the transaction goes on) and the holder is returned instead, also for a
 // key repeated within params.
 func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	return e.insertLeased(ctx, params, nil)
+}
+
+var _ driver.LeasedInserter = (*executor)(nil)
+
+// JobInsertLeased is JobInsertMany with the jobs lease selects inserted
+// leased (jobInsertLeasedSQL), in the same transaction.
+func (e *executor) JobInsertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *driver.JobClaimParams) ([]*driver.JobInsertResult, error) {
+	return e.insertLeased(ctx, params, driver.NewInsertLease(params.Jobs, lease))
+}
+
+// insertLeased is JobInsertMany, inserting the jobs lease marks leased
+// (none when lease is nil).
+func (e *executor) insertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *driver.InsertLease) ([]*driver.JobInsertResult, error) {
 	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
@@ -87,7 +120,7 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		out = make([]*driver.JobInsertResult, len(params.Jobs))
 		var ids []int64
 		for i, p := range params.Jobs {
-			id, existing, err := insertOne(ctx, q, p)
+			id, existing, err := insertOne(ctx, q, p, lease, i)
 			if err != nil {
 				return err
 			}
@@ -133,15 +166,22 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	return out, nil
 }
 
-// insertOne inserts one job and returns its ID, or the job that holds its
-// unique key.
-func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams) (int64, *leasetype.JobRow, error) {
+// insertOne inserts one job, the i-th, leased when lease marks it, and
+// returns its ID, or the job that holds its unique key.
+func insertOne(ctx context.Context, q querier, p *driver.JobInsertParams, lease *driver.InsertLease, i int) (int64, *leasetype.JobRow, error) {
+	query, args := jobInsertSQL, []any{
+		p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
+		string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)), nullString(p.UniqueKey),
+		driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
+		timeArg(p.ScheduledAt), nullString(p.Key), nullString(p.Sequence),
+	}
+	if lease.Marked(i) {
+		ttl, stuck := lease.Of(p)
+		query, args = jobInsertLeasedSQL, append(args, lease.Claim.Owner, ttl.Microseconds(), stuck,
+			timeArg(p.ScheduledAt), timeArg(p.ScheduledAt), p.Queue)
+	}
 	for round := 0; round < maxInsertRounds; round++ {
-		res, err := q.ExecContext(ctx, jobInsertSQL,
-			p.Kind, p.Queue, timeArg(p.ScheduledAt), priorityOrDefault(p.Priority),
-			string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)), nullString(p.UniqueKey),
-			driver.UniqueFinishedMask(p.UniqueFinished), p.MaxAttempts, leaseTTLArg(p.LeaseTTL),
-			timeArg(p.ScheduledAt), nullString(p.Key), nullString(p.Sequence))
+		res, err := q.ExecContext(ctx, query, args...)
 		if err == nil {
 			id, err := res.LastInsertId()
 			return id, nil, err

@@ -188,12 +188,12 @@ var _ driver.LeasedInserter = (*executor)(nil)
 // JobInsertLeased is JobInsertMany with the jobs lease selects inserted
 // leased (jobInsertLeasedSQL): the same statements, the same round trips.
 func (e *executor) JobInsertLeased(ctx context.Context, insert *driver.JobInsertManyParams, lease *driver.JobClaimParams) ([]*driver.JobInsertResult, error) {
-	return e.insertLeased(ctx, insert, newInsertLease(insert.Jobs, lease))
+	return e.insertLeased(ctx, insert, driver.NewInsertLease(insert.Jobs, lease))
 }
 
 // insertLeased is JobInsertMany, inserting the jobs lease marks leased
 // (none when lease is nil).
-func (e *executor) insertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *insertLease) ([]*driver.JobInsertResult, error) {
+func (e *executor) insertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *driver.InsertLease) ([]*driver.JobInsertResult, error) {
 	jobs := params.Jobs
 	results := make([]*driver.JobInsertResult, len(jobs))
 	if len(jobs) == 0 {
@@ -232,41 +232,9 @@ func (e *executor) insertLeased(ctx context.Context, params *driver.JobInsertMan
 	return results, nil
 }
 
-// insertLease is what JobInsertLeased leases: the jobs it marks, by input
-// position, and the claim parameters that say how.
-type insertLease struct {
-	marked []bool
-	claim  *driver.JobClaimParams
-}
-
-// newInsertLease marks the jobs claim selects (driver.LeasedInserter); nil
-// when it selects none.
-func newInsertLease(jobs []*driver.JobInsertParams, claim *driver.JobClaimParams) *insertLease {
-	if claim == nil || claim.Max < 1 {
-		return nil
-	}
-	marked := make([]bool, len(jobs))
-	n := 0
-	for i, p := range jobs {
-		if n == claim.Max {
-			break
-		}
-		if p.Queue != claim.Queue || len(p.DependsOn) > 0 || len(p.DependsOnIndex) > 0 ||
-			len(claim.Kinds) > 0 && !slices.Contains(claim.Kinds, p.Kind) || slices.Contains(claim.ExcludeKinds, p.Kind) {
-			continue
-		}
-		marked[i] = true
-		n++
-	}
-	if n == 0 {
-		return nil
-	}
-	return &insertLease{marked: marked, claim: claim}
-}
-
 // insertQuery is the insert statement: with the notification or not, and
 // leasing the rows lease marks when lease is not nil.
-func insertQuery(notify bool, lease *insertLease) string {
+func insertQuery(notify bool, lease *driver.InsertLease) string {
 	switch {
 	case lease != nil && notify:
 		return jobInsertLeasedNotifySQL
@@ -278,29 +246,21 @@ func insertQuery(notify bool, lease *insertLease) string {
 	return jobInsertManySQL
 }
 
-// args are jobInsertLeasedSQL's arguments after the rows' ($13 on), for
-// the rows params[i], i in which: the marks, the owner, each row's lease
-// TTL (its own, else its kind's, else the default, as the claim's) and
-// expiry policy, and the queue of the rows marked.
-func (l *insertLease) args(params []*driver.JobInsertParams, which []int) []any {
+// leaseArgs are jobInsertLeasedSQL's arguments after the rows' ($13 on),
+// for the rows params[i], i in which: the marks, the owner, each row's
+// lease TTL and expiry policy (driver.InsertLease.Of), and the queue of
+// the rows marked.
+func leaseArgs(lease *driver.InsertLease, params []*driver.JobInsertParams, which []int) []any {
 	marks := make([]bool, len(which))
 	ttls := make([]int64, len(which))
 	stuck := make([]bool, len(which))
 	for k, i := range which {
-		if !l.marked[i] {
-			continue
+		if lease.Marked(i) {
+			ttl, st := lease.Of(params[i])
+			marks[k], ttls[k], stuck[k] = true, ttl.Milliseconds(), st
 		}
-		p := params[i]
-		ttl := p.LeaseTTL
-		if ttl <= 0 {
-			ttl = l.claim.KindLeaseTTL[p.Kind]
-		}
-		if ttl <= 0 {
-			ttl = l.claim.DefaultLeaseTTL
-		}
-		marks[k], ttls[k], stuck[k] = true, ttl.Milliseconds(), slices.Contains(l.claim.StuckKinds, p.Kind)
 	}
-	return []any{marks, l.claim.Owner, ttls, stuck, l.claim.Queue}
+	return []any{marks, lease.Claim.Owner, ttls, stuck, lease.Claim.Queue}
 }
 
 // limiter is the driver's notification limiter for the inserts e commits
@@ -319,7 +279,7 @@ func (e *executor) limiter() *noticeLimiter {
 // lets notify. It returns the queues' tickets, for the caller to report the
 // commit's outcome to.
 func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertParams, results []*driver.JobInsertResult, s *sender,
-	lim *noticeLimiter, tracker driver.SenderTracker, lease *insertLease,
+	lim *noticeLimiter, tracker driver.SenderTracker, lease *driver.InsertLease,
 ) (noticesOf, error) {
 	pending := make([]int, len(params))
 	for i := range pending {
@@ -362,7 +322,7 @@ func (e *executor) insertManyTx(ctx context.Context, params []*driver.JobInsertP
 // trip, and when the job's unique key is held, the holder is read instead;
 // a holder that finished in between lets the insert try again.
 func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s *sender,
-	lim *noticeLimiter, tracker driver.SenderTracker, lease *insertLease,
+	lim *noticeLimiter, tracker driver.SenderTracker, lease *driver.InsertLease,
 ) ([]*driver.JobInsertResult, error) {
 	params := []*driver.JobInsertParams{p}
 	results := make([]*driver.JobInsertResult, 1)
@@ -399,10 +359,10 @@ func (e *executor) insertAlone(ctx context.Context, p *driver.JobInsertParams, s
 // insertRound inserts params[i] for each i in which with query
 // (insertQuery's, leasing with lease when not nil), and returns the rows
 // inserted by input position. Rows skipped for their unique key are absent.
-func (e *executor) insertRound(ctx context.Context, query string, params []*driver.JobInsertParams, which []int, lease *insertLease) (map[int]*leasetype.JobRow, error) {
+func (e *executor) insertRound(ctx context.Context, query string, params []*driver.JobInsertParams, which []int, lease *driver.InsertLease) (map[int]*leasetype.JobRow, error) {
 	args := insertArgs(params, which)
 	if lease != nil {
-		args = append(args, lease.args(params, which)...)
+		args = append(args, leaseArgs(lease, params, which)...)
 	}
 	rows, err := e.db.Query(ctx, query, args...)
 	if err != nil {

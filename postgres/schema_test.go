@@ -60,7 +60,7 @@ func TestConformanceExecModes(t *testing.T) {
 				return migrated(t, New(pgtest.NewPool(t, cfg)))
 			})
 			drivertest.ExerciseDriver(t, b)
-			drivertest.ExerciseClient(t, b, "Drain", "CompleteTx", "InsertTx", "Wakeups", "GlobalLimit", "KeyLimit", "CancelRunning", "PeriodicLeaderKilled", "Retention")
+			drivertest.ExerciseClient(t, b, "Drain", "CompleteTx", "InsertTx", "InsertLeased", "Wakeups", "GlobalLimit", "KeyLimit", "CancelRunning", "PeriodicLeaderKilled", "Retention")
 		})
 	}
 }

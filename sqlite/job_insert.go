@@ -35,6 +35,27 @@ VALUES (?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' ELSE 'available' END,
 ON CONFLICT DO NOTHING
 RETURNING ` + jobColumns
 
+// jobInsertLeasedSQL is jobInsertSQL for a job inserted leased
+// (driver.LeasedInserter): running, leased to ?14 as the claim leases it
+// (claimSetSQL), for ?15 ms with the stuck expiry policy when ?16, unless
+// it is scheduled in the future or its queue is paused, when it goes in
+// as jobInsertSQL puts it. The WHERE clause tells SQLite's parser that ON
+// CONFLICT is not a join's ON.
+const jobInsertLeasedSQL = `INSERT INTO leasehold_job
+	(kind, queue, state, priority, args, metadata, unique_key, max_attempts,
+	 lease_ttl_ms, scheduled_at, created_at, unique_finished, flow_key, sequence_key,
+	 attempt, lease_token, lease_owner, leased_at, lease_until, expiry_policy)
+SELECT ?1, ?2, CASE WHEN ?9 > ?10 THEN 'scheduled' WHEN l.leased THEN 'running' ELSE 'available' END,
+	?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ?10), ?10, ?11, ?12, ?13,
+	l.leased, l.leased, CASE WHEN l.leased THEN ?14 END, CASE WHEN l.leased THEN ?10 END,
+	CASE WHEN l.leased THEN ?10 + 1000 * ?15 END,
+	CASE WHEN l.leased AND ?16 THEN 'stuck' ELSE 'retry' END
+FROM (SELECT NOT coalesce(?9 > ?10, 0)
+		AND NOT EXISTS (SELECT 1 FROM leasehold_queue q WHERE q.name = ?2 AND q.paused_at IS NOT NULL) AS leased) AS l
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING ` + jobColumns
+
 // jobGetKeyHolderSQL finds the job holding a unique key, by the rule of
 // the unique index.
 const jobGetKeyHolderSQL = `SELECT ` + jobColumns + `
@@ -74,6 +95,20 @@ var errFastUniqueKey = errors.New("leasehold/sqlite: JobInsertFast does not take
 // partial unique index and that job is returned instead, also for a key
 // repeated within params.
 func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]*driver.JobInsertResult, error) {
+	return e.insertLeased(ctx, params, nil)
+}
+
+var _ driver.LeasedInserter = (*executor)(nil)
+
+// JobInsertLeased is JobInsertMany with the jobs lease selects inserted
+// leased (jobInsertLeasedSQL), in the same write transaction.
+func (e *executor) JobInsertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *driver.JobClaimParams) ([]*driver.JobInsertResult, error) {
+	return e.insertLeased(ctx, params, driver.NewInsertLease(params.Jobs, lease))
+}
+
+// insertLeased is JobInsertMany, inserting the jobs lease marks leased
+// (none when lease is nil).
+func (e *executor) insertLeased(ctx context.Context, params *driver.JobInsertManyParams, lease *driver.InsertLease) ([]*driver.JobInsertResult, error) {
 	if len(params.Jobs) == 0 {
 		return []*driver.JobInsertResult{}, nil
 	}
@@ -92,11 +127,17 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 		if err := q.QueryRowContext(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("read database clock: %w", err)
 		}
-		for _, p := range params.Jobs {
-			row := q.QueryRowContext(ctx, jobInsertSQL,
+		for i, p := range params.Jobs {
+			query, args := jobInsertSQL, []any{
 				p.Kind, p.Queue, p.Priority, string(p.EncodedArgs), string(driver.MetadataOrEmpty(p.Metadata)),
 				nullString(p.UniqueKey), p.MaxAttempts, millis(p.LeaseTTL), micros(p.ScheduledAt), now,
-				driver.UniqueFinishedMask(p.UniqueFinished), nullString(p.Key), nullString(p.Sequence))
+				driver.UniqueFinishedMask(p.UniqueFinished), nullString(p.Key), nullString(p.Sequence),
+			}
+			if lease.Marked(i) {
+				ttl, stuck := lease.Of(p)
+				query, args = jobInsertLeasedSQL, append(args, lease.Claim.Owner, ttl.Milliseconds(), stuck)
+			}
+			row := q.QueryRowContext(ctx, query, args...)
 			job, err := scanJob(row)
 			if err == nil {
 				out = append(out, &driver.JobInsertResult{Job: job})
