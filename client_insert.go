@@ -12,7 +12,9 @@ import (
 
 // Insert inserts one job. With a UniqueKey it is idempotent: while a job
 // with the key is unfinished, the existing job is returned with
-// UniqueSkipped set.
+// UniqueSkipped set. A client that works the job's queue and has a worker
+// free inserts it leased to itself and starts it when Insert returns (see
+// the package documentation, Claim order).
 func (c *Client[TTx]) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	return c.core.insertOne(ctx, c.core.exec, args, opts, true)
 }

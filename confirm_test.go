@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,8 +277,44 @@ func TestClaimsCarryConfirmations(t *testing.T) {
 		t.Fatal(err)
 	}
 	rolledBack.Range(func(any, any) bool { retried++; return true })
-	if ledger != jobs || retried != jobs/50 || st.Failed != int64(retried) {
-		t.Fatalf("ledger rows %d (want %d), rolled-back first attempts %d (want %d) counted failed %d", ledger, jobs, retried, jobs/50, st.Failed)
+	if ledger != jobs || retried != jobs/50 {
+		t.Fatalf("ledger rows %d (want %d), rolled-back first attempts %d (want %d)", ledger, jobs, retried, jobs/50)
+	}
+	// Each rolled-back job failed its first attempt and completed a later
+	// one. Other failed attempts may only be the handler's own transaction
+	// refused the write lock on a loaded machine (SQLITE_BUSY), which its
+	// retry repairs, as the ledger shows; any other failure is a defect.
+	rows, err := db.QueryContext(ctx, "SELECT job_id, attempt, outcome, coalesce(error, '') FROM leasehold_attempt ORDER BY job_id, attempt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	caught := map[int64]bool{}
+	var failed int64
+	for rows.Next() {
+		var (
+			id, attempt int64
+			outcome     leasetype.AttemptOutcome
+			msg         string
+		)
+		if err := rows.Scan(&id, &attempt, &outcome, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if outcome != leasetype.OutcomeFailed {
+			continue
+		}
+		failed++
+		if _, rb := rolledBack.Load(id); rb && attempt == 1 {
+			caught[id] = true
+		} else if !strings.Contains(msg, "SQLITE_BUSY") {
+			t.Errorf("job %d attempt %d failed: %s", id, attempt, msg)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(caught) != retried || st.Failed != failed {
+		t.Fatalf("rolled-back first attempts recorded failed: %d of %d; failed attempts %d, counted failed %d", len(caught), retried, failed, st.Failed)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -145,7 +145,9 @@ when it returns (see Guarantees).
     job: Job.IdempotencyKey (the job's unique key if it has one, else its kind
     and ID). Use the stuck expiry policy where a blind retry would be unsafe.
   - Not guaranteed: exactly-once handler execution; ordering beyond
-    priority, then scheduled time, then ID; and anything after the lease's
+    priority, then scheduled time, then ID, and that only among claims (a
+    job a working client inserts leased to itself starts at once; see
+    Claim order below); and anything after the lease's
     local deadline: a handler that ignores its cancelled context may still be
     running while another worker holds the job, and only its database writes
     are fenced.
@@ -258,6 +260,8 @@ deletes it a LeaseTTL later (all on the database clock). Clients reads the
 registry: the fleet view of the dashboard's Clients page, `leasehold
 clients` and leaseholdprom's leasehold_clients_alive.
 
+# Claim order
+
 Jobs are claimed in order of priority, then ScheduledAt, then ID. A client
 working through a backlog continues each claim where its previous full claim
 ended, and starts again from the head after a claim that was not full and at
@@ -269,6 +273,19 @@ notify) and otherwise, as for a job inserted by another client with a
 ScheduledAt in the past, within their PollInterval while their backlog
 lasts. On Postgres, a client does not claim again for the notification of
 its own insert: it has woken its workers itself.
+
+A client inserting on its own (Insert, InsertMany; not the Tx methods, not
+InsertManyFast) into a queue it works inserts the jobs already leased to
+itself, when that queue has no fleet-wide limits, no backlog is waiting and
+workers are free: up to one job per free worker, without a schedule or
+dependencies, go in running (attempt 1, fencing token 1, the lease on the
+database clock, as a claim leases them) unless the queue is paused, and
+start when the insert returns, without a wake-up or a claim. The
+InsertResult's Job is then the running row. Such a job may start before
+older claimable jobs of its queue, which the client's claims take at the
+same time, its workers being free; claim order governs claims, not these
+inserts. A job inserted while the workers are busy goes in available, and
+the first of them to end wakes the claim loop (backlog or not).
 
 # Unique jobs
 

@@ -67,7 +67,10 @@ type InsertManyParams struct {
 
 // InsertResult is the outcome of an insert.
 type InsertResult struct {
-	// Job is the inserted job, or the existing one when UniqueSkipped.
+	// Job is the inserted job as the insert wrote it, or the existing one
+	// when UniqueSkipped. A job the inserting client leased to itself to
+	// start at once (see the package documentation, Claim order) is
+	// running, with its lease.
 	Job *leasetype.JobRow
 	// UniqueSkipped is set when a job with the same unique key was already
 	// waiting, running or stuck, and nothing was inserted.
