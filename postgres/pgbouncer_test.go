@@ -68,7 +68,7 @@ func bouncerBackend(mode string) drivertest.Backend[pgx.Tx] {
 // is the pooler's), and claims once more per insert.
 var pgBouncerClientTests = []string{
 	"Drain", "PausedPastLease", "CrashRecovery", "StuckPolicy", "Outcomes", "Stop",
-	"CompleteTx", "ResolveStuckTx", "InsertTx", "Heartbeats", "HeartbeatCoalescing",
+	"CompleteTx", "ResolveStuckTx", "InsertTx", "InsertLeased", "Heartbeats", "HeartbeatCoalescing",
 	"BadInput", "UniqueInsert", "Wakeups", "HeadJobDuringBacklog", "QueuePause",
 	"GlobalLimit", "KindLimit", "RateLimit", "CancelRunning", "CancelCrashedHolder",
 	"PeriodicLeaderKilled", "PeriodicRestart", "PeriodicLeaderStepsDown",
@@ -93,7 +93,7 @@ func TestPgBouncerExecModes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			drivertest.ExerciseClient(t, bouncerBackend(mode),
-				"Drain", "CompleteTx", "InsertTx", "UniqueInsert", "QueuePause", "Wakeups")
+				"Drain", "CompleteTx", "InsertTx", "InsertLeased", "UniqueInsert", "QueuePause", "Wakeups")
 		})
 	}
 }
