@@ -285,7 +285,11 @@ InsertResult's Job is then the running row. Such a job may start before
 older claimable jobs of its queue, which the client's claims take at the
 same time, its workers being free; claim order governs claims, not these
 inserts. A job inserted while the workers are busy goes in available, and
-the first of them to end wakes the claim loop (backlog or not).
+the first of them to end wakes the claim loop (backlog or not). Kinds with
+the stuck expiry policy are never leased on insert. An insert whose result
+is lost as it commits (its context cancelled, its connection gone) leaves
+its leased jobs to the expirer, as a claim lost the same way does: they
+run once their leases expire, counted as one expiry each.
 
 # Unique jobs
 

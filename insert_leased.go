@@ -26,7 +26,14 @@ func (c *clientCore) insertJobs(ctx context.Context, exec driver.Executor, ps []
 	}
 	defer p.alongDone(n)
 	sentAt := time.Now()
-	rows, err := li.JobInsertLeased(ctx, params, c.claimParams(p.queue, n))
+	// Kinds with the stuck expiry policy are not leased on insert: an
+	// insert whose result is lost as it commits (its context cancelled,
+	// its connection gone) leaves its jobs leased to no one known until
+	// the leases expire, and such a job would then wait in stuck for an
+	// operator without having run. The claim loop claims them.
+	lease := c.claimParams(p.queue, n)
+	lease.ExcludeKinds = c.stuckKinds
+	rows, err := li.JobInsertLeased(ctx, params, lease)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,7 +53,8 @@ func (c *clientCore) insertJobs(ctx context.Context, exec driver.Executor, ps []
 // jobs' queue and how many of its workers it reserved for jobs the insert
 // of ps leases to this client; 0 workers when the insert leases none. The
 // client leases the jobs of an insert of its own (wake) that all go to one
-// queue it works, without a schedule or dependencies, when the producer
+// queue it works, without a schedule or dependencies, and not of a kind
+// with the stuck expiry policy (insertJobs), when the producer
 // would start them at once: its loop runs, the queue has no fleet-wide
 // limits, no backlog is waiting and workers are free. It reserves at most
 // one worker per job. A reservation ends with the producer's alongDone.

@@ -18,7 +18,9 @@ import (
 // through the insert's wake-up (the poll interval is a minute here): one
 // inserted while the queue's one worker is busy, one into a paused queue
 // (which runs only once the queue resumes), one scheduled, one inserted in
-// a caller's transaction. A backend without LeasedInserter skips.
+// a caller's transaction. A kind with the stuck expiry policy is never
+// leased on insert: its job goes in available and the claim loop claims
+// it. A backend without LeasedInserter skips.
 func testClientInsertLeased[TTx any](t *testing.T, b Backend[TTx]) {
 	env := newClientEnv(t, b)
 	if _, ok := env.d.GetExecutor().(driver.LeasedInserter); !ok {
@@ -107,4 +109,28 @@ func testClientInsertLeased[TTx any](t *testing.T, b Backend[TTx]) {
 	}
 	env.waitState(scheduled.ID, leasetype.JobStateCompleted, 10*time.Second)
 	env.waitState(inTx.Job.ID, leasetype.JobStateCompleted, 10*time.Second)
+
+	// A kind with the stuck expiry policy: inserted available, claimed by
+	// the loop (woken by the insert), recorded with its policy.
+	sw := newBlockWorker(t, false)
+	sw.releaseAll()
+	stuckQueue := queue + "_stuck"
+	sc := env.client(nil, leasehold.Config{PollInterval: time.Minute,
+		Workers: workersFor(sw, &leasehold.WorkerOpts{ExpiryPolicy: leasetype.ExpiryStuck}),
+		Queues:  map[string]leasehold.QueueConfig{stuckQueue: {MaxWorkers: 1}}})
+	time.Sleep(200 * time.Millisecond)
+	res, err := sc.Insert(ctx, blockArgs{Name: "stuck kind"}, &leasehold.InsertOpts{Queue: stuckQueue})
+	if err != nil {
+		t.Fatalf("Insert stuck kind: %v", err)
+	}
+	if res.Job.State != leasetype.JobStateAvailable || res.Job.LeaseOwner != "" {
+		t.Fatalf("job of a stuck-policy kind inserted with a worker free: state %s owner %q, want available",
+			res.Job.State, res.Job.LeaseOwner)
+	}
+	if j := recvJob(t, sw.started, 5*time.Second); j.ID != res.Job.ID {
+		t.Fatalf("stuck-policy client started job %d, want %d", j.ID, res.Job.ID)
+	}
+	if row := env.waitState(res.Job.ID, leasetype.JobStateCompleted, 10*time.Second); row.ExpiryPolicy != leasetype.ExpiryStuck {
+		t.Fatalf("stuck-policy job's expiry policy = %q, want stuck", row.ExpiryPolicy)
+	}
 }
