@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,7 @@ type stmtTrace struct {
 type stmtStats struct {
 	n, rows int64
 	total   time.Duration
-	max     time.Duration
+	took    []time.Duration // each statement's, for the p99
 }
 
 func newStmtTrace() *stmtTrace { return &stmtTrace{kinds: map[string]*stmtStats{}} }
@@ -46,7 +47,7 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 	s.n++
 	s.rows += int64(rows)
 	s.total += d
-	s.max = max(s.max, d)
+	s.took = append(s.took, d)
 }
 
 // print writes one comment line per statement kind; wall is the time the
@@ -59,9 +60,11 @@ func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 		if s == nil || s.n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "#   %s %-12s statements %6d  rows/statement %7.1f  mean %7.2f ms  max %8.2f ms  in flight %5.1f%% of %s\n",
-			label, kind, s.n, float64(s.rows)/float64(s.n), float64(s.total.Microseconds())/float64(s.n)/1000,
-			float64(s.max.Microseconds())/1000, 100*s.total.Seconds()/wall.Seconds(), wall.Round(time.Millisecond))
+		slices.Sort(s.took)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		fmt.Fprintf(w, "#   %s %-12s statements %6d  rows/statement %7.1f  mean %7.2f ms  p99 %7.2f ms  max %8.2f ms  in flight %5.1f%% of %s\n",
+			label, kind, s.n, float64(s.rows)/float64(s.n), ms(s.total)/float64(s.n),
+			ms(s.took[len(s.took)*99/100]), ms(s.took[len(s.took)-1]), 100*s.total.Seconds()/wall.Seconds(), wall.Round(time.Millisecond))
 	}
 }
 
