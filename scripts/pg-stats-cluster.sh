@@ -8,6 +8,7 @@
 #
 #	scripts/pg-stats-cluster.sh up [--port N] [--dir DIR]     prints the URL to use
 #	scripts/pg-stats-cluster.sh top [--port N] [--limit K]    the statements by total time
+#	                                                            (exec_sd_us: the execution time's standard deviation)
 #	scripts/pg-stats-cluster.sh reset [--port N]              empties the statistics
 #	scripts/pg-stats-cluster.sh down [--port N] [--dir DIR]
 #
@@ -88,6 +89,7 @@ top)
 		round(total_plan_time::numeric, 1) AS plan_ms,
 		round(total_exec_time::numeric, 1) AS exec_ms,
 		round(((total_plan_time + total_exec_time) / nullif(calls, 0) * 1000)::numeric, 1) AS us_per_call,
+		round((stddev_exec_time * 1000)::numeric, 1) AS exec_sd_us,
 		rows, shared_blks_hit AS hits,
 		left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS statement
 	FROM pg_stat_statements
