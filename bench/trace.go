@@ -29,9 +29,9 @@ type stmtTrace struct {
 }
 
 type stmtStats struct {
-	n, rows int64
-	total   time.Duration
-	took    []time.Duration // each statement's, for the p99
+	rows  int64
+	total time.Duration
+	took  []time.Duration // each statement's: their count, p99 and max
 }
 
 func newStmtTrace() *stmtTrace { return &stmtTrace{kinds: map[string]*stmtStats{}} }
@@ -44,7 +44,6 @@ func (t *stmtTrace) record(kind string, rows int, d time.Duration) {
 		s = &stmtStats{}
 		t.kinds[kind] = s
 	}
-	s.n++
 	s.rows += int64(rows)
 	s.total += d
 	s.took = append(s.took, d)
@@ -57,14 +56,15 @@ func (t *stmtTrace) print(w io.Writer, label string, wall time.Duration) {
 	defer t.mu.Unlock()
 	for _, kind := range []string{"claim", "insert leased", "finish", "finish+claim", "heartbeat", "attempts", "attempts+claim", "keyed claim", "limited tx"} {
 		s := t.kinds[kind]
-		if s == nil || s.n == 0 {
+		if s == nil || len(s.took) == 0 {
 			continue
 		}
+		n := len(s.took)
 		slices.Sort(s.took)
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		fmt.Fprintf(w, "#   %s %-12s statements %6d  rows/statement %7.1f  mean %7.2f ms  p99 %7.2f ms  max %8.2f ms  in flight %5.1f%% of %s\n",
-			label, kind, s.n, float64(s.rows)/float64(s.n), ms(s.total)/float64(s.n),
-			ms(s.took[len(s.took)*99/100]), ms(s.took[len(s.took)-1]), 100*s.total.Seconds()/wall.Seconds(), wall.Round(time.Millisecond))
+			label, kind, n, float64(s.rows)/float64(n), ms(s.total)/float64(n),
+			ms(s.took[n*99/100]), ms(s.took[n-1]), 100*s.total.Seconds()/wall.Seconds(), wall.Round(time.Millisecond))
 	}
 }
 

@@ -2,7 +2,7 @@
 # The floor under an enqueue-to-start latency on this machine: how long a
 # bare one-row INSERT into a two-column table, committed on its own, takes
 # at a fixed rate (pgbench --rate, 4 clients as the bench's pool), with no
-# queue, trigger, index or notification. bench latency's "[insert call ...]"
+# queue, trigger, index but the primary key, or notification. bench latency's "[insert call ...]"
 # is the same commit with the job row; no engine starts a job before its
 # insert has committed. Prints p50 / p90 / p99 / max over the run of the
 # statement's own time and of the time from its scheduled start.
